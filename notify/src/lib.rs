@@ -1,0 +1,400 @@
+//! Notification areas: the words a `write_notify` sets on its target.
+//!
+//! Every GASPI segment carries an array of `u32` notification words. A writer
+//! puts its data into the segment and *then* stores a non-zero value into one
+//! word; the target finds the word with [`NotificationArea::waitsome`] and
+//! clears it with [`NotificationArea::reset`]. The data-before-flag order is the
+//! heart of the model, so the store is a release and the scan an acquire.
+//!
+//! An area lives in memory that several processes (and possibly a GPU) map at
+//! once, so it is built from a raw region the caller provides, not from a Rust
+//! allocation: the runtime places it in a shared-memory file for host
+//! segments, or in pinned host-mapped memory for GPU segments, and peers map
+//! the same bytes. This crate knows nothing of transports or segments.
+//!
+//! Layout of the region (all little-endian `u32`):
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 0..4 | `sequence`: bumped after every notification store, the futex word |
+//! | 4..8 | `sleepers`: how many waiters are (about to be) asleep on `sequence` |
+//! | 128.. | the notification words, `count` of them |
+//!
+//! Waiting must not burn a core: tests run 8 ranks on 2 cores. A waiter scans,
+//! spins for a short budget, then sleeps on a futex keyed on `sequence`. A
+//! writer bumps `sequence` after its store and makes the `futex_wake` system
+//! call only when `sleepers` says somebody sleeps, so the fast path of a
+//! ping-pong stays free of system calls. Writers that cannot make system calls
+//! (a GPU kernel storing into host-mapped words) are served by a waiter that
+//! polls with a growing sleep instead; see [`WakeMode`].
+
+mod futex;
+pub mod gdrcopy;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Bytes before the first notification word: the header, padded so the
+/// words start on their own cache line pair and writers of the header do not
+/// share a line with the first words.
+pub const HEADER_BYTES: usize = 128;
+
+/// Errors of notification calls; every one is detected before anything changes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotifyError {
+    /// The id (or the range `begin..begin+num`) lies outside the area.
+    #[error("notification id range {begin}..{end} is out of bounds (the area has {count} words)")]
+    OutOfRange {
+        /// first id asked for
+        begin: u32,
+        /// one past the last id asked for
+        end: u64,
+        /// number of words the area has
+        count: u32,
+    },
+    /// A notification value of 0 means "not set" and cannot be written.
+    #[error("notification value 0 is not allowed: 0 means 'not notified'")]
+    ZeroValue,
+    /// `waitsome` was asked for an empty range.
+    #[error("notify_waitsome needs at least one notification id, got num = 0")]
+    EmptyRange,
+}
+
+/// How a waiter on this area learns that a word changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeMode {
+    /// Every writer is a CPU thread that bumps `sequence` and wakes sleepers
+    /// (shared-memory writers, the progress engine): waiters sleep on a futex.
+    Futex,
+    /// Some writer cannot wake anybody (a GPU kernel storing over PCIe):
+    /// waiters poll with an exponential back-off capped at this interval.
+    Poll(Duration),
+}
+
+/// How long a waiter spins before it sleeps. Short: on an oversubscribed
+/// machine a spinning waiter steals the core its writer needs.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// A view of a notification area in memory shared with other processes.
+///
+/// The view does not own the memory; whoever created it (a segment) keeps the
+/// mapping alive for as long as the view exists.
+#[derive(Debug)]
+pub struct NotificationArea {
+    base: *mut u8,
+    count: u32,
+    wake: WakeMode,
+    spin: Duration,
+}
+
+// SAFETY: the area is only ever accessed through atomic operations on the
+// words and the header, which are safe to perform from any thread; the raw
+// pointer is valid for the lifetime promised by the caller of `from_raw`.
+unsafe impl Send for NotificationArea {}
+// SAFETY: as for `Send`: all accesses are atomic.
+unsafe impl Sync for NotificationArea {}
+
+impl NotificationArea {
+    /// Bytes a region must have to hold `count` notification words.
+    ///
+    /// ```
+    /// assert_eq!(gaspi_notify::NotificationArea::bytes_for(16), 128 + 64);
+    /// ```
+    pub const fn bytes_for(count: u32) -> usize {
+        HEADER_BYTES + count as usize * 4
+    }
+
+    /// Views `base` as an area of `count` words.
+    ///
+    /// # Safety
+    /// `base` must be 4-byte aligned, valid for reads and writes of
+    /// [`Self::bytes_for`]`(count)` bytes, and stay mapped for the lifetime of
+    /// the returned value. Other processes may access the same bytes, but only
+    /// through atomic 32-bit operations (which is what every user of this
+    /// crate does).
+    pub unsafe fn from_raw(base: *mut u8, count: u32, wake: WakeMode) -> Self {
+        debug_assert_eq!(base as usize % 4, 0);
+        NotificationArea {
+            base,
+            count,
+            wake,
+            spin: DEFAULT_SPIN,
+        }
+    }
+
+    /// Changes how long waiters spin before sleeping.
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
+    /// Number of notification words.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Start of the region (header included), for peers that map it.
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    fn header(&self, index: usize) -> &AtomicU32 {
+        // SAFETY: the header has two u32 fields within the first HEADER_BYTES
+        // bytes of a region valid for the lifetime of `self` (from_raw's
+        // contract); AtomicU32 has the size and alignment of u32.
+        unsafe { &*(self.base.add(index * 4) as *const AtomicU32) }
+    }
+
+    fn sequence(&self) -> &AtomicU32 {
+        self.header(0)
+    }
+
+    fn sleepers(&self) -> &AtomicU32 {
+        self.header(1)
+    }
+
+    /// The word of notification `id`, unchecked.
+    fn word(&self, id: u32) -> &AtomicU32 {
+        debug_assert!(id < self.count);
+        // SAFETY: id < count, so the word lies inside the region
+        // (bytes_for(count)), which from_raw promises is valid and aligned.
+        unsafe { &*(self.base.add(HEADER_BYTES + id as usize * 4) as *const AtomicU32) }
+    }
+
+    /// Checks that `begin..begin+num` is a non-empty range inside the area.
+    pub fn check_range(&self, begin: u32, num: u32) -> Result<(), NotifyError> {
+        if num == 0 {
+            return Err(NotifyError::EmptyRange);
+        }
+        let end = begin as u64 + num as u64;
+        if end > self.count as u64 {
+            return Err(NotifyError::OutOfRange {
+                begin,
+                end,
+                count: self.count,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a single id and a value before anything is written.
+    pub fn check_set(&self, id: u32, value: u32) -> Result<(), NotifyError> {
+        self.check_range(id, 1)?;
+        if value == 0 {
+            return Err(NotifyError::ZeroValue);
+        }
+        Ok(())
+    }
+
+    /// Stores `value` into word `id` and wakes sleeping waiters.
+    ///
+    /// The store is a release: every write this thread made before (the data
+    /// of a `write_notify`) is visible to whoever observes the word with an
+    /// acquire load.
+    pub fn set(&self, id: u32, value: u32) -> Result<(), NotifyError> {
+        self.check_set(id, value)?;
+        self.word(id).store(value, Ordering::Release);
+        self.signal();
+        Ok(())
+    }
+
+    /// Adds `value` to word `id` (wrapping) and wakes waiters; returns the old value.
+    pub fn add(&self, id: u32, value: u32) -> Result<u32, NotifyError> {
+        self.check_set(id, value)?;
+        let old = self.word(id).fetch_add(value, Ordering::AcqRel);
+        self.signal();
+        Ok(old)
+    }
+
+    /// Tells sleepers that some word may have changed.
+    ///
+    /// The sequence bump is SeqCst so that it is ordered before the load of
+    /// `sleepers`; a waiter increments `sleepers` (SeqCst) before it reads the
+    /// sequence and rescans. Either the waiter's rescan sees our word, or we
+    /// see its `sleepers` and wake it (its futex_wait then fails on the changed
+    /// sequence or is woken). This is the classic event-count handshake.
+    pub fn signal(&self) {
+        self.sequence().fetch_add(1, Ordering::SeqCst);
+        if self.sleepers().load(Ordering::SeqCst) != 0 {
+            futex::wake_all(self.sequence());
+        }
+    }
+
+    /// Reads word `id` with an acquire load (0 when not set).
+    pub fn get(&self, id: u32) -> Result<u32, NotifyError> {
+        self.check_range(id, 1)?;
+        Ok(self.word(id).load(Ordering::Acquire))
+    }
+
+    /// Atomically takes the value of word `id`, leaving 0; returns the old value.
+    pub fn reset(&self, id: u32) -> Result<u32, NotifyError> {
+        self.check_range(id, 1)?;
+        Ok(self.word(id).swap(0, Ordering::AcqRel))
+    }
+
+    /// Scans `begin..begin+num` once; returns the first id whose word is set.
+    pub fn scan(&self, begin: u32, num: u32) -> Option<u32> {
+        (begin..begin + num).find(|&id| self.word(id).load(Ordering::Acquire) != 0)
+    }
+
+    /// Waits until a word of `begin..begin+num` is non-zero and returns its id.
+    ///
+    /// `None` as `deadline` waits forever; `Some(now)` tests once. Returns
+    /// `Ok(None)` when the deadline passed with nothing set.
+    pub fn waitsome(
+        &self,
+        begin: u32,
+        num: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Option<u32>, NotifyError> {
+        self.check_range(begin, num)?;
+        Ok(self.wait_until(deadline, || self.scan(begin, num)))
+    }
+
+    /// Waits until `ready` returns `Some`, spinning briefly, then sleeping.
+    ///
+    /// `ready` is re-evaluated after every change of the area (and, to let
+    /// callers observe outside events such as a dead peer, at least every
+    /// few milliseconds, and whenever [`Self::signal`] is called). Returns
+    /// `None` once `deadline` has passed.
+    pub fn wait_until<R>(
+        &self,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> Option<R>,
+    ) -> Option<R> {
+        if let Some(r) = ready() {
+            return Some(r);
+        }
+        let start = Instant::now();
+        let spin_end = start + self.spin;
+        let mut polls: u32 = 0;
+        // Spin phase: cheap re-scans, checking the clock now and then.
+        loop {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if let Some(r) = ready() {
+                return Some(r);
+            }
+            polls += 1;
+            if polls % 16 == 0 {
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return None;
+                }
+                if now >= spin_end {
+                    break;
+                }
+            }
+        }
+        // Sleep phase.
+        let mut backoff = Duration::from_micros(20);
+        loop {
+            let now = Instant::now();
+            let left = match deadline {
+                Some(d) if now >= d => return ready(),
+                Some(d) => Some(d - now),
+                None => None,
+            };
+            match self.wake {
+                WakeMode::Futex => {
+                    self.sleepers().fetch_add(1, Ordering::SeqCst);
+                    let seen = self.sequence().load(Ordering::SeqCst);
+                    if let Some(r) = ready() {
+                        self.sleepers().fetch_sub(1, Ordering::SeqCst);
+                        return Some(r);
+                    }
+                    // Wake up at least every 10 ms so a predicate that watches
+                    // something outside the area (peer health) is re-evaluated.
+                    let slice = Duration::from_millis(10);
+                    let nap = left.map_or(slice, |l| l.min(slice));
+                    futex::wait(self.sequence(), seen, nap);
+                    self.sleepers().fetch_sub(1, Ordering::SeqCst);
+                }
+                WakeMode::Poll(cap) => {
+                    let nap = left.map_or(backoff, |l| l.min(backoff));
+                    std::thread::sleep(nap);
+                    backoff = (backoff * 2).min(cap);
+                }
+            }
+            if let Some(r) = ready() {
+                return Some(r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    struct Owned {
+        _mem: Vec<u64>,
+        area: NotificationArea,
+    }
+
+    fn area(count: u32) -> Owned {
+        let mut mem = vec![0u64; NotificationArea::bytes_for(count).div_ceil(8)];
+        // SAFETY: mem is 8-aligned, large enough and lives as long as the area
+        // (both are fields of Owned, and the Vec's heap buffer never moves).
+        let area = unsafe {
+            NotificationArea::from_raw(mem.as_mut_ptr() as *mut u8, count, WakeMode::Futex)
+        };
+        Owned { _mem: mem, area }
+    }
+
+    #[test]
+    fn set_then_waitsome_finds_the_first_set_id_and_reset_clears_it() {
+        let o = area(64);
+        o.area.set(40, 7).unwrap();
+        o.area.set(12, 3).unwrap();
+        assert_eq!(o.area.waitsome(0, 64, None).unwrap(), Some(12));
+        assert_eq!(o.area.waitsome(13, 51, None).unwrap(), Some(40));
+        assert_eq!(o.area.reset(12).unwrap(), 3);
+        assert_eq!(o.area.reset(12).unwrap(), 0);
+        assert_eq!(o.area.waitsome(0, 64, None).unwrap(), Some(40));
+    }
+
+    #[test]
+    fn bad_input_is_refused_and_changes_nothing() {
+        let o = area(8);
+        assert_eq!(o.area.set(3, 0), Err(NotifyError::ZeroValue));
+        assert!(matches!(
+            o.area.set(8, 1),
+            Err(NotifyError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            o.area.waitsome(4, 5, None),
+            Err(NotifyError::OutOfRange { .. })
+        ));
+        assert_eq!(o.area.waitsome(0, 0, None), Err(NotifyError::EmptyRange));
+        assert!(matches!(
+            o.area.reset(9),
+            Err(NotifyError::OutOfRange { .. })
+        ));
+        assert_eq!(o.area.scan(0, 8), None);
+    }
+
+    #[test]
+    fn test_deadline_returns_at_once_when_nothing_is_set() {
+        let o = area(8);
+        let t = Instant::now();
+        assert_eq!(o.area.waitsome(0, 8, Some(Instant::now())).unwrap(), None);
+        assert!(t.elapsed() < Duration::from_millis(50));
+        let t = Instant::now();
+        let d = Instant::now() + Duration::from_millis(30);
+        assert_eq!(o.area.waitsome(0, 8, Some(d)).unwrap(), None);
+        assert!(t.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_sleeping_waiter_is_woken_by_a_set_from_another_thread() {
+        let o = Arc::new(area(4));
+        let o2 = o.clone();
+        let waiter = std::thread::spawn(move || o2.area.waitsome(0, 4, None).unwrap());
+        // Long enough that the waiter is past its spin budget and asleep.
+        std::thread::sleep(Duration::from_millis(100));
+        o.area.set(2, 9).unwrap();
+        assert_eq!(waiter.join().unwrap(), Some(2));
+    }
+}

@@ -1,0 +1,104 @@
+//! Dissemination barrier over the system segments.
+//!
+//! With `n` members, round `k` (of `ceil(log2 n)`) has member `p` signal
+//! member `p + 2^k` and wait for member `p - 2^k` (mod n). The signal is the
+//! barrier's epoch stored into word `64 * group + k` of the partner's system
+//! segment; a waiter accepts any value not older than its epoch (wrapping
+//! comparison), so a fast partner that already signals the next barrier
+//! still releases this one. Only one rank ever writes a given word, so
+//! stores never race.
+
+use crate::context::{Inner, SYSTEM_SEG};
+use crate::error::{Error, Result};
+use crate::types::{Group, Rank, Timeout};
+
+/// True when `seen` is epoch `want` or a later one.
+fn reached(seen: u32, want: u32) -> bool {
+    seen != 0 && (seen.wrapping_sub(want) as i32) >= 0
+}
+
+/// Runs (or resumes) a barrier on `group`.
+pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<()> {
+    let deadline = timeout.deadline();
+    let me = inner.rank;
+    let (members, epoch, start) = inner.groups.with_committed(group, me, |g| {
+        let b = &mut g.barrier;
+        if b.round.is_none() {
+            b.epoch = b.epoch.wrapping_add(1).max(1);
+            b.round = Some(0);
+        }
+        (g.members.clone(), b.epoch, b.round.unwrap_or(0))
+    })?;
+    let n = members.len();
+    let pos = members.binary_search(&me).expect("member checked");
+    let rounds = usize::BITS - (n.max(1) - 1).leading_zeros();
+    let result = (|| {
+        for k in start..rounds {
+            let dist = 1usize << k;
+            let to = members[(pos + dist) % n];
+            let word = group.0 * 64 + k;
+            signal(inner, to, word, epoch)?;
+            let waited = inner.system.notifications.wait_until(deadline, || {
+                let seen = inner.system.notifications.get(word).unwrap_or(0);
+                if reached(seen, epoch) {
+                    return Some(Ok(()));
+                }
+                // Every survivor's connection sees a death, so checking all
+                // members ends the barrier everywhere, not only next to it.
+                members
+                    .iter()
+                    .find_map(|&r| inner.peer_ok(r).err())
+                    .map(Err)
+            });
+            match waited {
+                Some(Ok(())) => save(inner, group, Some(k + 1)),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    save(inner, group, Some(k));
+                    return Err(Error::Timeout { op: "barrier" });
+                }
+            }
+        }
+        Ok(())
+    })();
+    match &result {
+        Err(Error::Timeout { .. }) => {}
+        // Done, or failed for good: the next barrier starts afresh.
+        _ => save(inner, group, None),
+    }
+    result
+}
+
+fn save(inner: &Inner, group: Group, round: Option<u32>) {
+    let _ = inner
+        .groups
+        .with_committed(group, inner.rank, |g| g.barrier.round = round);
+}
+
+fn signal(inner: &Inner, to: Rank, word: u32, epoch: u32) -> Result<()> {
+    inner.peer_ok(to)?;
+    let remote = inner.remote[to.0 as usize]
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
+    let seg = remote[SYSTEM_SEG]
+        .as_ref()
+        .ok_or_else(|| Error::NoTransport {
+            rank: to,
+            reason: "its system segment is not reachable from here".into(),
+        })?;
+    seg.notify(word, epoch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reached;
+
+    #[test]
+    fn epochs_compare_with_wraparound() {
+        assert!(reached(5, 5));
+        assert!(reached(6, 5));
+        assert!(!reached(4, 5));
+        assert!(!reached(0, 5));
+        assert!(reached(1, u32::MAX));
+    }
+}

@@ -1,0 +1,190 @@
+//! Configuration: GPI-2's defaults, overridable from the environment and a builder.
+//!
+//! `Config::from_env()` reads two things: how this process was launched
+//! (see [`crate::bootstrap::LaunchInfo`]: `gaspi-run`, Slurm, Open MPI, PMI or
+//! nothing) and tuning variables (`GASPI_QUEUE_NUM`, ...). The builder
+//! methods override both.
+
+use crate::bootstrap::LaunchInfo;
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// Limits and settings of a job.
+///
+/// ```
+/// use gaspi::Config;
+/// let config = Config::default().queue_num(4).notification_num(1024);
+/// assert_eq!(config.queue_num, 4);
+/// assert_eq!(config.segment_max, 255);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Number of segment ids (ids are `0..segment_max`); at most 255.
+    pub segment_max: u32,
+    /// Notification words per segment.
+    pub notification_num: u32,
+    /// Queues created at init.
+    pub queue_num: u32,
+    /// Most queues that may exist.
+    pub queue_max: u32,
+    /// Requests a queue holds before `wait` must be called.
+    pub queue_size_max: u32,
+    /// Largest single transfer in bytes.
+    pub transfer_size_max: u64,
+    /// Most elements of a list operation.
+    pub rw_list_elem_max: u32,
+    /// Most groups (`Group::ALL` included).
+    pub group_max: u32,
+    /// How long init waits for the other ranks.
+    pub init_timeout: Duration,
+    /// How long a waiter spins before it sleeps.
+    pub spin: Duration,
+    /// How this process was launched.
+    pub launch: LaunchInfo,
+    /// Ranks to start when the program runs without a launcher (see
+    /// [`Config::standalone_ranks`]).
+    pub standalone_ranks: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            segment_max: 255,
+            notification_num: 65_536,
+            queue_num: 8,
+            queue_max: 16,
+            queue_size_max: 1024,
+            transfer_size_max: 1 << 30,
+            rw_list_elem_max: 255,
+            group_max: 32,
+            init_timeout: Duration::from_secs(60),
+            spin: gaspi_notify::DEFAULT_SPIN,
+            launch: LaunchInfo::standalone(),
+            standalone_ranks: 1,
+        }
+    }
+}
+
+fn env_u64(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| Error::Config(format!("{name}={v:?} is not a non-negative integer"))),
+        Err(_) => Ok(None),
+    }
+}
+
+impl Config {
+    /// Reads the launch environment and the `GASPI_*` tuning variables.
+    pub fn from_env() -> Result<Config> {
+        let mut c = Config {
+            launch: LaunchInfo::from_env()?,
+            ..Config::default()
+        };
+        if let Some(v) = env_u64("GASPI_SEGMENT_MAX")? {
+            c.segment_max = v as u32;
+        }
+        if let Some(v) = env_u64("GASPI_NOTIFICATION_NUM")? {
+            c.notification_num = v as u32;
+        }
+        if let Some(v) = env_u64("GASPI_QUEUE_NUM")? {
+            c.queue_num = v as u32;
+        }
+        if let Some(v) = env_u64("GASPI_QUEUE_SIZE_MAX")? {
+            c.queue_size_max = v as u32;
+        }
+        if let Some(v) = env_u64("GASPI_TRANSFER_SIZE_MAX")? {
+            c.transfer_size_max = v;
+        }
+        if let Some(v) = env_u64("GASPI_INIT_TIMEOUT_MS")? {
+            c.init_timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = env_u64("GASPI_SPIN_US")? {
+            c.spin = Duration::from_micros(v);
+        }
+        Ok(c)
+    }
+
+    /// Sets the number of segment ids.
+    pub fn segment_max(mut self, n: u32) -> Self {
+        self.segment_max = n;
+        self
+    }
+    /// Sets the notification words per segment.
+    pub fn notification_num(mut self, n: u32) -> Self {
+        self.notification_num = n;
+        self
+    }
+    /// Sets the queues created at init.
+    pub fn queue_num(mut self, n: u32) -> Self {
+        self.queue_num = n;
+        self
+    }
+    /// Sets the queue depth.
+    pub fn queue_size_max(mut self, n: u32) -> Self {
+        self.queue_size_max = n;
+        self
+    }
+    /// Sets the largest transfer.
+    pub fn transfer_size_max(mut self, n: u64) -> Self {
+        self.transfer_size_max = n;
+        self
+    }
+    /// Sets how long init waits for the other ranks.
+    pub fn init_timeout(mut self, d: Duration) -> Self {
+        self.init_timeout = d;
+        self
+    }
+    /// Sets how long waiters spin before they sleep.
+    pub fn spin(mut self, d: Duration) -> Self {
+        self.spin = d;
+        self
+    }
+
+    /// When the program was started without a launcher, start `n` ranks of
+    /// it on this host instead of running as a single rank.
+    ///
+    /// [`crate::Gaspi::init`] then acts as `gaspi-run -n n` for the current
+    /// executable and arguments and exits the process with the job's exit
+    /// code; it returns only in the launched ranks. Under a launcher this
+    /// setting is ignored.
+    pub fn standalone_ranks(mut self, n: u32) -> Self {
+        self.standalone_ranks = n;
+        self
+    }
+
+    /// Checks the limits against GASPI's and this implementation's bounds.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.segment_max == 0 || self.segment_max > 255 {
+            return bad(format!("segment_max {} must be 1..=255", self.segment_max));
+        }
+        if self.notification_num == 0 || self.notification_num > 1 << 24 {
+            return bad(format!(
+                "notification_num {} must be 1..=16777216",
+                self.notification_num
+            ));
+        }
+        if self.queue_max == 0 || self.queue_max > 16 {
+            return bad(format!("queue_max {} must be 1..=16", self.queue_max));
+        }
+        if self.queue_num == 0 || self.queue_num > self.queue_max {
+            return bad(format!(
+                "queue_num {} must be 1..={}",
+                self.queue_num, self.queue_max
+            ));
+        }
+        if self.queue_size_max == 0 {
+            return bad("queue_size_max must be at least 1".into());
+        }
+        if self.transfer_size_max == 0 {
+            return bad("transfer_size_max must be at least 1".into());
+        }
+        if self.group_max == 0 || self.group_max > 64 {
+            return bad(format!("group_max {} must be 1..=64", self.group_max));
+        }
+        Ok(())
+    }
+}

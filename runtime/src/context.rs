@@ -1,0 +1,497 @@
+//! The `Gaspi` context: start-up, the tables every call consults, shutdown.
+
+use crate::bootstrap::{self, Endpoint};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::groups::GroupTable;
+use crate::progress::ProgressEngine;
+use crate::queue::QueueState;
+use crate::segment::LocalSegment;
+use crate::transport::{shared_memory::SharedMemoryTransport, RemoteSegment, Transport};
+use crate::types::{Rank, RankState, SegId};
+use crate::wire::Message;
+use gaspi_segments::HostId;
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Index of the internal system segment in the remote tables; user ids are
+/// below `segment_max` <= 255, so 255 is never a user's.
+pub(crate) const SYSTEM_SEG: usize = 255;
+
+/// One other rank (or this one) as seen from here.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    pub endpoint: Endpoint,
+    state: AtomicU8,
+    /// Control connection (writing side); `None` for this rank.
+    control: Option<Mutex<TcpStream>>,
+    /// How its segments are reached; `None` when no transport does.
+    pub transport: Option<Arc<dyn Transport>>,
+}
+
+/// Replies to requests, keyed by token, and the condition waiters sleep on.
+#[derive(Debug, Default)]
+pub(crate) struct Replies {
+    done: Mutex<HashMap<u64, Option<std::result::Result<(), String>>>>,
+    cv: Condvar,
+}
+
+/// Everything the calls and the progress engine share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub config: Config,
+    pub rank: Rank,
+    pub size: u32,
+    pub peers: Vec<Peer>,
+    /// This rank's segments, by id.
+    pub local: RwLock<Vec<Option<Arc<LocalSegment>>>>,
+    /// Segments peers registered with this rank: `remote[rank][seg]`.
+    pub remote: Vec<RwLock<Vec<Option<Box<dyn RemoteSegment>>>>>,
+    pub queues: Vec<QueueState>,
+    /// The internal segment whose notifications carry collectives.
+    pub system: Arc<LocalSegment>,
+    pub groups: GroupTable,
+    pub replies: Replies,
+    tokens: AtomicU64,
+}
+
+const HEALTHY: u8 = 0;
+const TERMINATED: u8 = 1;
+const CORRUPT: u8 = 2;
+
+/// Notification words of the system segment: 64 per group for barriers.
+pub(crate) fn system_notifications(group_max: u32) -> u32 {
+    group_max * 64
+}
+
+impl Inner {
+    /// Fails with an error naming `rank` unless it is healthy.
+    pub fn peer_ok(&self, rank: Rank) -> Result<()> {
+        match self.peers[rank.0 as usize].state.load(Ordering::Acquire) {
+            HEALTHY => Ok(()),
+            TERMINATED => Err(Error::PeerTerminated { rank }),
+            _ => Err(Error::PeerDead { rank }),
+        }
+    }
+
+    /// The error-state vector entry of `rank`.
+    pub fn state_of(&self, rank: Rank) -> RankState {
+        match self.peers[rank.0 as usize].state.load(Ordering::Acquire) {
+            HEALTHY => RankState::Healthy,
+            TERMINATED => RankState::Terminated,
+            _ => RankState::Corrupt,
+        }
+    }
+
+    /// Records that `rank` is gone; wakes every waiter so it can notice.
+    pub fn mark(&self, rank: Rank, state: RankState) {
+        let v = match state {
+            RankState::Healthy => return,
+            RankState::Terminated => TERMINATED,
+            RankState::Corrupt => CORRUPT,
+        };
+        let changed = self.peers[rank.0 as usize]
+            .state
+            .compare_exchange(HEALTHY, v, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if changed {
+            match state {
+                RankState::Corrupt => tracing::warn!(
+                    rank = rank.0,
+                    "{rank} is dead or unreachable; marked corrupt"
+                ),
+                _ => tracing::debug!(rank = rank.0, "{rank} terminated"),
+            }
+            self.wake_all();
+        }
+    }
+
+    /// Wakes threads waiting on replies or on the system segment.
+    pub fn wake_all(&self) {
+        self.system.notifications.signal();
+        let _guard = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
+        self.replies.cv.notify_all();
+    }
+
+    /// Checks a rank number.
+    pub fn check_rank(&self, rank: Rank) -> Result<()> {
+        if rank.0 >= self.size {
+            return Err(Error::BadRank {
+                rank,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends `msg` on the control connection to `rank`.
+    pub fn send(&self, rank: Rank, msg: &Message) -> Result<()> {
+        self.peer_ok(rank)?;
+        let control = self.peers[rank.0 as usize]
+            .control
+            .as_ref()
+            .ok_or_else(|| Error::Protocol(format!("no control connection to {rank}")))?;
+        let frame = crate::wire::encode(msg)?;
+        let mut stream = control.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = write_all_nonblocking(&mut stream, &frame) {
+            tracing::debug!("sending to {rank}: {e}");
+            drop(stream);
+            self.mark(rank, RankState::Corrupt);
+            return Err(Error::PeerDead { rank });
+        }
+        Ok(())
+    }
+
+    /// Sends a request built around a fresh token and waits for its reply.
+    pub fn request(
+        &self,
+        rank: Rank,
+        make: impl FnOnce(u64) -> Message,
+        deadline: Option<Instant>,
+        op: &'static str,
+    ) -> Result<()> {
+        let token = self.tokens.fetch_add(1, Ordering::Relaxed);
+        self.replies
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, None);
+        let sent = self.send(rank, &make(token));
+        let result = sent.and_then(|_| self.await_reply(rank, token, deadline, op));
+        self.replies
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&token);
+        result
+    }
+
+    fn await_reply(
+        &self,
+        rank: Rank,
+        token: u64,
+        deadline: Option<Instant>,
+        op: &'static str,
+    ) -> Result<()> {
+        let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(Some(r)) = done.get(&token) {
+                return r.clone().map_err(|reason| Error::Refused { rank, reason });
+            }
+            self.peer_ok(rank)?;
+            let nap = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(50)),
+                    _ => return Err(Error::Timeout { op }),
+                },
+                None => Duration::from_millis(50),
+            };
+            done = self
+                .replies
+                .cv
+                .wait_timeout(done, nap)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Records a reply (progress engine).
+    pub fn complete(&self, token: u64, result: std::result::Result<(), String>) {
+        let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = done.get_mut(&token) {
+            *slot = Some(result);
+            self.replies.cv.notify_all();
+        }
+    }
+
+    /// Maps a segment that `owner` registered with this rank.
+    pub fn attach(
+        &self,
+        owner: Rank,
+        seg: usize,
+        desc: &crate::segment::SegmentDescriptor,
+    ) -> Result<()> {
+        let transport = self.peers[owner.0 as usize]
+            .transport
+            .as_ref()
+            .ok_or_else(|| Error::NoTransport {
+                rank: owner,
+                reason: "it is on another host and no network transport is available yet".into(),
+            })?;
+        let remote = transport.attach(owner, desc)?;
+        self.remote[owner.0 as usize]
+            .write()
+            .unwrap_or_else(|e| e.into_inner())[seg] = Some(remote);
+        Ok(())
+    }
+
+    /// Forgets a segment `owner` registered with this rank.
+    pub fn detach(&self, owner: Rank, seg: usize) {
+        self.remote[owner.0 as usize]
+            .write()
+            .unwrap_or_else(|e| e.into_inner())[seg] = None;
+    }
+
+    /// Name of the transport to `rank`.
+    pub fn transport_name(&self, rank: Rank) -> &'static str {
+        self.peers[rank.0 as usize]
+            .transport
+            .as_ref()
+            .map_or("none", |t| t.name())
+    }
+}
+
+/// Writes all of `buf` to a socket that may be non-blocking (the progress
+/// engine reads the same socket in non-blocking mode).
+fn write_all_nonblocking(stream: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !buf.is_empty() {
+        match stream.write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+                let mut pfd = libc::pollfd {
+                    fd: stream.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: pfd is a valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A rank's handle on the job: every GASPI call is a method of it.
+///
+/// `Gaspi` is `Send + Sync`: threads may share it. Dropping it terminates
+/// the rank (as [`Gaspi::term`] does, ignoring errors).
+///
+/// ```no_run
+/// use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+/// let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(2))?;
+/// let seg = gaspi.segment_create(SegId(0), 1 << 20, Memory::Host, Group::ALL, Timeout::Block)?;
+/// let peer = Rank((gaspi.rank().0 + 1) % gaspi.size());
+/// seg.write(0, &[gaspi.rank().0 as u64])?;
+/// gaspi.write_notify(SegId(0), 0, peer, SegId(0), 4096, 8, NotifyId(7), 1, Queue(0))?;
+/// gaspi.wait(Queue(0), Timeout::Block)?;
+/// let id = gaspi.notify_waitsome(SegId(0), NotifyId(0), 64, Timeout::Ms(1000))?;
+/// let value = gaspi.notify_reset(SegId(0), id)?;
+/// assert_eq!((id, value), (NotifyId(7), 1));
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Gaspi {
+    pub(crate) inner: Arc<Inner>,
+    engine: Mutex<Option<ProgressEngine>>,
+}
+
+impl Gaspi {
+    /// Starts this rank: reads the launch, meets the other ranks, maps the
+    /// same-host peers, starts the progress engine.
+    ///
+    /// Without a launcher and with [`Config::standalone_ranks`] above 1,
+    /// this process becomes the launcher of that many copies of itself and
+    /// exits with the job's exit code; `init` returns in the copies.
+    pub fn init(config: Config) -> Result<Gaspi> {
+        config.validate()?;
+        if config.launch.is_standalone() && config.standalone_ranks > 1 {
+            let code = crate::launcher::relaunch_self(config.standalone_ranks)?;
+            std::process::exit(code);
+        }
+        let info = config.launch.clone();
+        let rank = Rank(info.rank);
+        let size = info.size;
+        let deadline = Instant::now() + config.init_timeout;
+        let system = Arc::new(LocalSegment::alloc_host(
+            SegId(SYSTEM_SEG as u8),
+            64,
+            system_notifications(config.group_max),
+            config.spin,
+        )?);
+        let listener = TcpListener::bind("0.0.0.0:0")
+            .map_err(|e| Error::io("binding the control listener", e))?;
+        let control = listener
+            .local_addr()
+            .map_err(|e| Error::io("control listener address", e))?;
+        let me = Endpoint {
+            rank: rank.0,
+            host: HostId::current(),
+            hostname: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            pid: std::process::id(),
+            control,
+            system: system.descriptor.clone(),
+        };
+        let (table, conns) = if size > 1 {
+            let table = bootstrap::exchange_endpoints(&info, me, deadline)?;
+            let conns =
+                bootstrap::connect_mesh(rank.0, &table, &listener, &info.job_key, deadline)?;
+            (table, conns)
+        } else {
+            (vec![me], vec![None])
+        };
+        drop(listener);
+        let here = HostId::current();
+        let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
+        let mut readers = Vec::new();
+        let mut peers = Vec::with_capacity(size as usize);
+        for (ep, conn) in table.into_iter().zip(conns) {
+            let transport = (ep.host == here).then(|| shm.clone());
+            let control = match conn {
+                Some(c) => {
+                    let reader = c
+                        .try_clone()
+                        .map_err(|e| Error::io("cloning a control socket", e))?;
+                    readers.push((Rank(ep.rank), reader));
+                    Some(Mutex::new(c))
+                }
+                None => None,
+            };
+            peers.push(Peer {
+                endpoint: ep,
+                state: AtomicU8::new(HEALTHY),
+                control,
+                transport,
+            });
+        }
+        let unreachable: Vec<u32> = peers
+            .iter()
+            .filter(|p| p.transport.is_none())
+            .map(|p| p.endpoint.rank)
+            .collect();
+        if !unreachable.is_empty() {
+            tracing::warn!(
+                "ranks {unreachable:?} are on other hosts; no network transport is built in yet, calls to them fail with NoTransport"
+            );
+        }
+        let inner = Arc::new(Inner {
+            rank,
+            size,
+            local: RwLock::new((0..256).map(|_| None).collect()),
+            remote: (0..size)
+                .map(|_| RwLock::new((0..256).map(|_| None).collect()))
+                .collect(),
+            queues: (0..config.queue_max)
+                .map(|q| QueueState::new(size, q < config.queue_num))
+                .collect(),
+            groups: GroupTable::new(config.group_max, size),
+            system,
+            replies: Replies::default(),
+            tokens: AtomicU64::new(1),
+            peers,
+            config,
+        });
+        for r in 0..size {
+            let desc = inner.peers[r as usize].endpoint.system.clone();
+            if inner.peers[r as usize].transport.is_some() {
+                inner.attach(Rank(r), SYSTEM_SEG, &desc)?;
+            }
+        }
+        let engine = ProgressEngine::start(inner.clone(), readers)?;
+        tracing::info!(
+            rank = rank.0,
+            size,
+            "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks",
+            rank.0,
+            size,
+            inner.config.launch.launcher,
+            size as usize - unreachable.len()
+        );
+        Ok(Gaspi {
+            inner,
+            engine: Mutex::new(Some(engine)),
+        })
+    }
+
+    /// Ends this rank's part in the job: tells the peers, stops the progress
+    /// engine. Segments stay valid while handles to them exist.
+    pub fn term(self) -> Result<()> {
+        self.shutdown();
+        Ok(())
+    }
+
+    fn shutdown(&self) {
+        let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        for r in 0..self.inner.size {
+            if r != self.inner.rank.0 && self.inner.peer_ok(Rank(r)).is_ok() {
+                let _ = self.inner.send(Rank(r), &Message::Goodbye);
+            }
+        }
+        engine.stop();
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> Rank {
+        self.inner.rank
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.inner.size
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The error-state vector: the health of every rank as seen from here.
+    pub fn state_vec(&self) -> Vec<RankState> {
+        (0..self.inner.size)
+            .map(|r| self.inner.state_of(Rank(r)))
+            .collect()
+    }
+
+    /// Name of the transport that reaches `rank` ("shm", or "none").
+    pub fn transport(&self, rank: Rank) -> Result<&'static str> {
+        self.inner.check_rank(rank)?;
+        Ok(self.inner.transport_name(rank))
+    }
+
+    /// Checks that `rank` is alive and answering, within `timeout`.
+    pub fn proc_ping(&self, rank: Rank, timeout: crate::Timeout) -> Result<()> {
+        self.inner.check_rank(rank)?;
+        if rank == self.inner.rank {
+            return Ok(());
+        }
+        self.inner.request(
+            rank,
+            |token| Message::Ping { token },
+            timeout.deadline(),
+            "proc_ping",
+        )
+    }
+
+    /// Stops another rank (it exits at once, as if killed).
+    pub fn proc_kill(&self, rank: Rank) -> Result<()> {
+        self.inner.check_rank(rank)?;
+        if rank == self.inner.rank {
+            return Err(Error::BadRank {
+                rank,
+                size: self.inner.size,
+            });
+        }
+        self.inner.send(rank, &Message::Kill)
+    }
+}
+
+impl Drop for Gaspi {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

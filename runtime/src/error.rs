@@ -1,0 +1,224 @@
+//! The one error type of the runtime.
+//!
+//! Each variant says what was wrong in words a user can act on, and carries
+//! the values involved. Input errors are detected before anything is sent or
+//! written anywhere. [`Error::Timeout`] is the distinct "not yet" outcome of
+//! blocking calls, not a failure.
+
+use crate::types::{Group, NotifyId, Queue, Rank, SegId};
+
+/// Which side of a transfer a bound refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// the calling rank's segment
+    Local,
+    /// the target rank's segment
+    Remote,
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Side::Local => "local",
+            Side::Remote => "remote",
+        })
+    }
+}
+
+/// Errors of the GASPI runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The call did not complete within its [`crate::Timeout`]; it may be repeated.
+    #[error("timed out in {op}")]
+    Timeout {
+        /// the call that timed out
+        op: &'static str,
+    },
+    /// The runtime is not initialised (or was terminated).
+    #[error("the GASPI runtime is not initialised")]
+    NotInitialized,
+    /// A segment id at or above the configured maximum.
+    #[error("{seg} is out of range: ids go up to {max} (exclusive)")]
+    SegmentIdOutOfRange {
+        /// the id
+        seg: SegId,
+        /// the maximum number of segments
+        max: u32,
+    },
+    /// The segment does not exist (or was deleted) on that rank, or was not registered with us.
+    #[error(
+        "{seg} of {rank} is unknown here (not created, deleted, or not registered with this rank)"
+    )]
+    UnknownSegment {
+        /// owner
+        rank: Rank,
+        /// id
+        seg: SegId,
+    },
+    /// A segment with this id already exists.
+    #[error("{seg} already exists on this rank")]
+    SegmentExists {
+        /// id
+        seg: SegId,
+    },
+    /// Offset plus size lies beyond the segment.
+    #[error("{side} {seg} of {rank}: bytes {offset}..{end} are out of bounds (the segment has {seg_size} bytes)")]
+    OutOfBounds {
+        /// local or remote
+        side: Side,
+        /// owner
+        rank: Rank,
+        /// id
+        seg: SegId,
+        /// first byte
+        offset: u64,
+        /// one past the last byte
+        end: u64,
+        /// the segment's size
+        seg_size: u64,
+    },
+    /// A notification id outside the segment's notification words.
+    #[error(
+        "{id} (range of {num}) is out of range for {seg} of {rank}: it has {count} notifications"
+    )]
+    NotifyIdOutOfRange {
+        /// owner
+        rank: Rank,
+        /// segment
+        seg: SegId,
+        /// first id
+        id: NotifyId,
+        /// number of ids asked for
+        num: u32,
+        /// notifications of the segment
+        count: u32,
+    },
+    /// Notification value 0, which means "not set".
+    #[error("notification value 0 is not allowed (0 means 'not notified')")]
+    NotifyValueZero,
+    /// A rank outside the job.
+    #[error("{rank} does not exist: the job has {size} ranks")]
+    BadRank {
+        /// the rank
+        rank: Rank,
+        /// job size
+        size: u32,
+    },
+    /// A queue that does not exist.
+    #[error("{queue} does not exist: {count} queues are in use")]
+    BadQueue {
+        /// the queue
+        queue: Queue,
+        /// number of queues
+        count: u32,
+    },
+    /// The queue holds as many requests as its depth allows; `wait` on it first.
+    #[error("{queue} is full ({depth} requests posted since the last wait)")]
+    QueueFull {
+        /// the queue
+        queue: Queue,
+        /// its depth
+        depth: u32,
+    },
+    /// A size of 0 where it is not allowed.
+    #[error("size 0 is not allowed for {what}")]
+    ZeroSize {
+        /// what had size 0
+        what: &'static str,
+    },
+    /// A transfer larger than the configured maximum.
+    #[error("{size} bytes exceed the maximum transfer size of {max} bytes")]
+    TooLarge {
+        /// asked
+        size: u64,
+        /// maximum
+        max: u64,
+    },
+    /// The peer died or became unreachable.
+    #[error("{rank} is dead or unreachable")]
+    PeerDead {
+        /// the peer
+        rank: Rank,
+    },
+    /// The peer ended the job in order.
+    #[error("{rank} has terminated")]
+    PeerTerminated {
+        /// the peer
+        rank: Rank,
+    },
+    /// No transport reaches the peer from here.
+    #[error("no transport reaches {rank}: {reason}")]
+    NoTransport {
+        /// the peer
+        rank: Rank,
+        /// why
+        reason: String,
+    },
+    /// A group that does not exist or is not committed.
+    #[error("{group} is unknown or not committed")]
+    BadGroup {
+        /// the group
+        group: Group,
+    },
+    /// The calling rank is not a member of the group.
+    #[error("this rank is not a member of {group}")]
+    NotGroupMember {
+        /// the group
+        group: Group,
+    },
+    /// A configuration value out of range or unreadable.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// Starting the job failed.
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+    /// A peer sent something that does not follow the protocol.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The peer refused a request.
+    #[error("{rank} refused the request: {reason}")]
+    Refused {
+        /// the peer
+        rank: Rank,
+        /// its reason
+        reason: String,
+    },
+    /// A system call or socket operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// what was being done
+        what: String,
+        /// the cause
+        #[source]
+        source: std::io::Error,
+    },
+    /// Segment memory could not be provided or reached.
+    #[error(transparent)]
+    Segment(#[from] gaspi_segments::SegmentError),
+}
+
+impl Error {
+    /// True for the "not yet" outcome of a blocking call.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    /// The rank this error names as dead or terminated, if any.
+    pub fn failed_rank(&self) -> Option<Rank> {
+        match self {
+            Error::PeerDead { rank } | Error::PeerTerminated { rank } => Some(*rank),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Result of runtime calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,68 @@
+//! A GASPI-style PGAS runtime: one-sided communication into global segments.
+//!
+//! A job is N ranks (processes). Each rank creates *segments*, blocks of
+//! memory that the other ranks write into and read from without the owner
+//! taking part. Each segment carries *notification words*: `write_notify`
+//! puts data into a peer's segment and then sets a word there; the peer
+//! learns of it with `notify_waitsome` and clears it with `notify_reset`.
+//! The data is always visible before the word that announces it.
+//!
+//! How the crate is put together:
+//! - [`bootstrap`]: reading the launch environment (gaspi-run, Slurm, Open
+//!   MPI, PMI), the authenticated rendezvous at rank 0, and the mesh of
+//!   control connections.
+//! - `transport`: one trait, one module per way of reaching a peer
+//!   (shared memory today); chosen per pair of ranks at init.
+//! - `progress`: the progress engine thread serving what cannot be
+//!   one-sided, and noticing peers that die.
+//! - `ops`, `queue`, `collectives`: the GASPI calls, checked once above the
+//!   transports.
+//! - [`launcher`]: `gaspi-run` and self-launch.
+//!
+//! Memory and notification words themselves live in the sibling crates
+//! `gaspi-segments` and `gaspi-notify`.
+//!
+//! ```no_run
+//! use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+//! let gaspi = Gaspi::init(Config::from_env()?)?;
+//! let seg = gaspi.segment_create(SegId(0), 1 << 20, Memory::Host, Group::ALL, Timeout::Block)?;
+//! let next = Rank((gaspi.rank().0 + 1) % gaspi.size());
+//! gaspi.write_notify(&seg, 0, next, SegId(0), 0, 4096, NotifyId(7), 1, Queue(0))?;
+//! gaspi.wait(Queue(0), Timeout::Block)?;
+//! let id = gaspi.notify_waitsome(SegId(0), NotifyId(0), 64, Timeout::Ms(1000))?;
+//! let value = gaspi.notify_reset(SegId(0), id)?;
+//! # Ok::<(), gaspi::Error>(())
+//! ```
+
+pub mod bootstrap;
+mod collectives;
+mod config;
+mod context;
+mod error;
+mod groups;
+pub mod launcher;
+mod ops;
+mod progress;
+mod queue;
+mod segment;
+mod transport;
+mod types;
+mod wire;
+
+pub use config::Config;
+pub use context::Gaspi;
+pub use error::{Error, Result, Side};
+pub use segment::{Segment, SegmentDescriptor};
+pub use types::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
+
+/// Sends `tracing` output to stderr, filtered by `GASPI_LOG` (or `RUST_LOG`),
+/// warnings and errors by default. For binaries; libraries leave it alone.
+pub fn init_logging() {
+    let filter = std::env::var("GASPI_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .try_init();
+}

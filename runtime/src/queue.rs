@@ -1,0 +1,98 @@
+//! Communication queues: where one-sided requests are posted and completed.
+//!
+//! A queue counts the requests posted since its last `wait` (a
+//! `write_notify` counts two, as in GPI-2) and refuses new ones at its depth
+//! with `QueueFull`. It also remembers which ranks it sent to, so that `wait`
+//! can report a request whose target died. On the shared-memory transport a
+//! request is complete when its post returns; `wait` then only settles the
+//! books. Asynchronous transports keep their completion counters here too.
+
+use crate::error::{Error, Result};
+use crate::types::{Queue, Rank};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// One queue's counters.
+#[derive(Debug)]
+pub(crate) struct QueueState {
+    pub created: AtomicBool,
+    posted: AtomicU32,
+    /// Bit per rank: targets of requests since the last wait.
+    targets: Vec<AtomicU64>,
+}
+
+impl QueueState {
+    pub fn new(ranks: u32, created: bool) -> QueueState {
+        QueueState {
+            created: AtomicBool::new(created),
+            posted: AtomicU32::new(0),
+            targets: (0..ranks.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Reserves `entries` slots for a request to `rank`, or refuses at `depth`.
+    pub fn reserve(&self, queue: Queue, entries: u32, depth: u32) -> Result<()> {
+        self.posted
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
+                (p + entries <= depth).then_some(p + entries)
+            })
+            .map(|_| ())
+            .map_err(|_| Error::QueueFull { queue, depth })
+    }
+
+    /// Gives back slots reserved for a request that failed before it was sent.
+    pub fn unreserve(&self, entries: u32) {
+        self.posted.fetch_sub(entries, Ordering::Relaxed);
+    }
+
+    /// Notes that a request went to `rank`.
+    pub fn touch(&self, rank: Rank) {
+        let (w, b) = (rank.0 as usize / 64, rank.0 % 64);
+        // Skip the read-modify-write when the bit is set already (the common
+        // case in a loop of writes to one peer).
+        if self.targets[w].load(Ordering::Relaxed) & (1 << b) == 0 {
+            self.targets[w].fetch_or(1 << b, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests posted since the last wait.
+    pub fn size(&self) -> u32 {
+        self.posted.load(Ordering::Relaxed)
+    }
+
+    /// Empties the queue; returns the ranks it had sent to.
+    pub fn drain(&self) -> Vec<Rank> {
+        let mut ranks = Vec::new();
+        for (w, word) in self.targets.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::Relaxed);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                ranks.push(Rank(w as u32 * 64 + b));
+                bits &= bits - 1;
+            }
+        }
+        self.posted.store(0, Ordering::Relaxed);
+        ranks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_refuses_at_its_depth_and_wait_frees_it() {
+        let q = QueueState::new(100, true);
+        q.reserve(Queue(0), 2, 3).unwrap();
+        q.touch(Rank(70));
+        q.touch(Rank(1));
+        assert!(matches!(
+            q.reserve(Queue(0), 2, 3),
+            Err(Error::QueueFull { depth: 3, .. })
+        ));
+        q.reserve(Queue(0), 1, 3).unwrap();
+        assert_eq!(q.size(), 3);
+        assert_eq!(q.drain(), vec![Rank(1), Rank(70)]);
+        assert_eq!(q.size(), 0);
+        q.reserve(Queue(0), 3, 3).unwrap();
+    }
+}

@@ -1,0 +1,43 @@
+//! Transports: how bytes and notifications reach a peer's segment.
+//!
+//! One trait, one folder per transport, chosen per pair of ranks at init.
+//! A [`Transport`] turns the [`SegmentDescriptor`] a peer registered into a
+//! [`RemoteSegment`], and a remote segment knows how to put, get and notify
+//! on its transport. What to check (bounds, ids, values, ranks, queues) and
+//! in which order to do things (data, then notification) is decided once,
+//! above the transports, in the runtime's calls.
+//!
+//! Today: [`shared_memory`] for ranks on the same host.
+
+pub(crate) mod shared_memory;
+
+use crate::error::Result;
+use crate::segment::SegmentDescriptor;
+use crate::types::Rank;
+
+/// A way to reach the segments of one peer.
+pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
+    /// Short name for logs and benchmark records.
+    fn name(&self) -> &'static str;
+    /// Makes the segment a peer registered reachable from here.
+    fn attach(&self, owner: Rank, desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>>;
+}
+
+/// A peer's segment, reachable through some transport.
+///
+/// Callers have checked offsets, sizes, ids and values; implementations may
+/// assume valid arguments. `put` returns once the data is in place at the
+/// target (shared memory) or, for asynchronous transports, once it is
+/// ordered before any later `notify` on the same remote segment.
+pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
+    /// Bytes of data.
+    fn size(&self) -> u64;
+    /// Number of notification words.
+    fn notification_count(&self) -> u32;
+    /// Copies `len` bytes from local memory at `src` to `offset`.
+    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()>;
+    /// Copies `len` bytes from `offset` to local memory at `dst`.
+    fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()>;
+    /// Sets notification `id` to `value`, after everything put before.
+    fn notify(&self, id: u32, value: u32) -> Result<()>;
+}

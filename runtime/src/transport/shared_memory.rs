@@ -1,0 +1,141 @@
+//! Same-host transport: the peer's segment is mapped into this process.
+//!
+//! A `put` is a `memcpy` into the mapping (or one `process_vm_writev` for
+//! memory the peer bound with `segment_bind`), complete when it returns. A
+//! `notify` is a release store into the mapped notification word, so it is
+//! visible only after the data: the target's acquire load in `waitsome`
+//! pairs with it. The target takes no part in either.
+
+use super::{RemoteSegment, Transport};
+use crate::error::Result;
+use crate::segment::SegmentDescriptor;
+use crate::types::Rank;
+use gaspi_notify::{NotificationArea, WakeMode};
+use gaspi_segments::{MemoryDescriptor, PeerMapping, ProcessMemory};
+
+/// The shared-memory transport (stateless: all state is in the mappings).
+#[derive(Debug, Default)]
+pub(crate) struct SharedMemoryTransport;
+
+#[derive(Debug)]
+enum Data {
+    /// The peer's memfd mapped here; data starts at `ptr`.
+    Mapped { ptr: *mut u8 },
+    /// The peer's own memory, reached by cross-memory attach.
+    Process(ProcessMemory),
+}
+
+#[derive(Debug)]
+struct SharedMemorySegment {
+    size: u64,
+    data: Data,
+    notifications: NotificationArea,
+    /// Keeps the mappings that `data` and `notifications` point into alive.
+    _mappings: Vec<PeerMapping>,
+}
+
+// SAFETY: the raw pointer points into a mapping owned by `_mappings`, which
+// lives as long as the struct; all accesses are bounds-checked copies or
+// atomic notification operations, valid from any thread.
+unsafe impl Send for SharedMemorySegment {}
+// SAFETY: see Send; there is no interior mutable state besides the mapping.
+unsafe impl Sync for SharedMemorySegment {}
+
+impl Transport for SharedMemoryTransport {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn attach(&self, _owner: Rank, desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>> {
+        let mut mappings = Vec::new();
+        let data = match &desc.data {
+            d @ MemoryDescriptor::SharedFd { .. } => {
+                let m = PeerMapping::open(d)?;
+                // SAFETY: the descriptor's data_offset + size lies within the
+                // memfd by construction on the owner's side, and PeerMapping
+                // checked the file is at least as long as the descriptor says.
+                let ptr = unsafe { m.as_ptr().add(desc.data_offset as usize) };
+                mappings.push(m);
+                Data::Mapped { ptr }
+            }
+            d @ MemoryDescriptor::Process { .. } => Data::Process(ProcessMemory::open(d)?),
+            MemoryDescriptor::GpuIpc { .. } => {
+                return Err(gaspi_segments::SegmentError::NotMappable("GPU IPC").into())
+            }
+        };
+        let base = if desc.notifications == desc.data && !mappings.is_empty() {
+            mappings[0].as_ptr()
+        } else {
+            let m = PeerMapping::open(&desc.notifications)?;
+            let p = m.as_ptr();
+            mappings.push(m);
+            p
+        };
+        // SAFETY: the owner laid out bytes_for(notification_count) bytes at
+        // notifications_offset within this mapping (LocalSegment), and the
+        // mapping lives in `_mappings` as long as the area.
+        let notifications = unsafe {
+            NotificationArea::from_raw(
+                base.add(desc.notifications_offset as usize),
+                desc.notification_count,
+                WakeMode::Futex,
+            )
+        };
+        Ok(Box::new(SharedMemorySegment {
+            size: desc.size,
+            data,
+            notifications,
+            _mappings: mappings,
+        }))
+    }
+}
+
+impl RemoteSegment for SharedMemorySegment {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn notification_count(&self) -> u32 {
+        self.notifications.count()
+    }
+
+    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+        match &self.data {
+            Data::Mapped { ptr } => {
+                // SAFETY: the caller checked offset + len <= size; the mapping
+                // is alive (self); `src` is valid for `len` bytes (caller).
+                // The regions may only overlap when a rank writes into its own
+                // segment from itself, so use the overlap-tolerant copy.
+                unsafe { std::ptr::copy(src, ptr.add(offset as usize), len) };
+                Ok(())
+            }
+            Data::Process(pm) => {
+                // SAFETY: `src` is valid for `len` bytes (the caller's contract).
+                let bytes = unsafe { std::slice::from_raw_parts(src, len) };
+                Ok(pm.write(offset as usize, bytes)?)
+            }
+        }
+    }
+
+    fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
+        match &self.data {
+            Data::Mapped { ptr } => {
+                // SAFETY: as in put, with source and destination swapped.
+                unsafe { std::ptr::copy(ptr.add(offset as usize), dst, len) };
+                Ok(())
+            }
+            Data::Process(pm) => {
+                // SAFETY: `dst` is valid for `len` bytes (the caller's contract).
+                let bytes = unsafe { std::slice::from_raw_parts_mut(dst, len) };
+                Ok(pm.read(offset as usize, bytes)?)
+            }
+        }
+    }
+
+    fn notify(&self, id: u32, value: u32) -> Result<()> {
+        // The release store inside `set` orders it after the copies above.
+        self.notifications
+            .set(id, value)
+            .map_err(|e| crate::error::Error::Protocol(e.to_string()))
+    }
+}

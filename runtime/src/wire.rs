@@ -1,0 +1,122 @@
+//! Frames on the control connections between ranks.
+//!
+//! Every frame is a little-endian `u32` length followed by a bincode-encoded
+//! [`Message`]. The control connections carry what cannot be one-sided:
+//! segment registration, replies, health, orderly goodbye. Data never goes
+//! here on the shared-memory transport.
+
+use crate::error::{Error, Result};
+use crate::segment::SegmentDescriptor;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::io::{Read, Write};
+
+/// Largest frame accepted from a peer.
+pub(crate) const MAX_FRAME: usize = 16 << 20;
+
+/// Messages between the ranks' progress engines.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum Message {
+    /// "Map my segment `seg`; reply to `token`."
+    Register {
+        token: u64,
+        seg: u8,
+        desc: SegmentDescriptor,
+    },
+    /// "Forget my segment `seg`" (deleted).
+    Unregister { seg: u8 },
+    /// The answer to a request carrying `token`.
+    Reply {
+        token: u64,
+        result: std::result::Result<(), String>,
+    },
+    /// Health check; answered with a `Reply`.
+    Ping { token: u64 },
+    /// The sender terminates in order; its connection closing is no failure.
+    Goodbye,
+    /// The sender asks the receiver to stop (`proc_kill`).
+    Kill,
+}
+
+/// Encodes `msg` as one frame.
+pub(crate) fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>> {
+    let body = bincode::serialize(msg).map_err(|e| Error::Protocol(format!("encoding: {e}")))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Decodes one frame body.
+pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
+    bincode::deserialize(body).map_err(|e| Error::Protocol(format!("decoding: {e}")))
+}
+
+/// Writes one frame to a blocking stream.
+pub(crate) fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<()> {
+    let frame = encode(msg)?;
+    w.write_all(&frame)
+        .map_err(|e| Error::io("sending a frame", e))
+}
+
+/// Reads one frame from a blocking stream.
+pub(crate) fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<T> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)
+        .map_err(|e| Error::io("receiving a frame header", e))?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(Error::Protocol(format!(
+            "frame of {len} bytes is too large"
+        )));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)
+        .map_err(|e| Error::io("receiving a frame body", e))?;
+    decode(&body)
+}
+
+/// Splits complete frames off the front of `buf` (non-blocking reader side).
+pub(crate) fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<Message>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= 4 {
+        let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+        if len > MAX_FRAME {
+            return Err(Error::Protocol(format!(
+                "frame of {len} bytes is too large"
+            )));
+        }
+        if buf.len() - at - 4 < len {
+            break;
+        }
+        out.push(decode(&buf[at + 4..at + 4 + len])?);
+        at += 4 + len;
+    }
+    buf.drain(..at);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_at_the_right_places_even_when_cut() {
+        let mut all = encode(&Message::Ping { token: 7 }).unwrap();
+        all.extend(encode(&Message::Goodbye).unwrap());
+        let mut buf = all[..all.len() - 1].to_vec();
+        let got = take_frames(&mut buf).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(matches!(got[0], Message::Ping { token: 7 }));
+        buf.push(*all.last().unwrap());
+        let got = take_frames(&mut buf).unwrap();
+        assert!(matches!(got[..], [Message::Goodbye]));
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn oversized_frames_are_refused() {
+        let mut buf = ((MAX_FRAME + 1) as u32).to_le_bytes().to_vec();
+        assert!(take_frames(&mut buf).is_err());
+    }
+}

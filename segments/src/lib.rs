@@ -1,0 +1,169 @@
+//! The memory behind GASPI segments, and how a peer reaches it.
+//!
+//! A segment is a block of memory that every rank of a group may write into
+//! and read from without the owner taking part. This crate owns the question
+//! "what memory, and how does another process get at it?", and nothing else:
+//! it knows no transports, queues or notifications.
+//!
+//! - [`SharedMemory`]: host memory in an anonymous `memfd`, mapped shared.
+//!   A same-host peer opens the owner's descriptor through
+//!   `/proc/<pid>/fd/<fd>` and maps the very same pages ([`PeerMapping`]), so
+//!   a write is a plain memory copy. A memfd has no name in any file system:
+//!   when the last process that maps it exits, however it exits, the kernel
+//!   frees it. No shared-memory file can be left behind.
+//! - [`ProcessMemory`]: memory the user already had (`segment_bind`) and
+//!   that cannot be re-mapped by another process; a same-host peer copies
+//!   into it with cross-memory attach (`process_vm_writev`), still without
+//!   the owner's involvement.
+//! - [`gpu`]: GPU memory through the CUDA driver, loaded at run time.
+//!
+//! [`MemoryDescriptor`] is what a peer needs to reach a region; it is plain
+//! data (serde) that the runtime ships during segment registration.
+
+pub mod gpu;
+mod process_memory;
+mod shared_memory;
+
+pub use process_memory::ProcessMemory;
+pub use shared_memory::{PeerMapping, SharedMemory};
+
+use serde::{Deserialize, Serialize};
+
+/// Errors of segment memory.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentError {
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Os {
+        /// what was being done
+        what: String,
+        /// the error number
+        #[source]
+        source: nix::Error,
+    },
+    /// A region of size 0 was asked for.
+    #[error("a segment of size 0 is not allowed")]
+    ZeroSize,
+    /// The descriptor names memory on another host.
+    #[error("memory of host {owner} cannot be mapped on host {here}")]
+    OtherHost {
+        /// host of the owner
+        owner: String,
+        /// this host
+        here: String,
+    },
+    /// The kind of memory has no way to be reached from here.
+    #[error("memory descriptor of kind {0} cannot be mapped by a peer")]
+    NotMappable(&'static str),
+    /// GPU memory could not be provided.
+    #[error(transparent)]
+    Gpu(#[from] gpu::GpuError),
+}
+
+impl SegmentError {
+    pub(crate) fn os(what: impl Into<String>, source: nix::Error) -> Self {
+        SegmentError::Os {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Identity of a host: same host means same-host shared memory works.
+///
+/// It combines the kernel's boot id with the network namespace, so that
+/// ranks in different network namespaces (the multi-host tests) count as
+/// different hosts. `GASPI_HOST_ID` overrides it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostId(pub String);
+
+impl HostId {
+    /// The identity of the host this process runs on.
+    pub fn current() -> HostId {
+        if let Ok(id) = std::env::var("GASPI_HOST_ID") {
+            return HostId(id);
+        }
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| {
+                nix::unistd::gethostname()
+                    .map(|h| h.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        let netns = std::fs::read_link("/proc/self/ns/net")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        HostId(format!("{boot}/{netns}"))
+    }
+}
+
+impl std::fmt::Display for HostId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a peer needs to reach a region of memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemoryDescriptor {
+    /// A memfd of process `pid`, open as descriptor `fd` there.
+    SharedFd {
+        /// host of the owner
+        host: HostId,
+        /// owner process
+        pid: u32,
+        /// descriptor number in the owner
+        fd: i32,
+        /// length in bytes
+        len: u64,
+    },
+    /// Plain memory of process `pid` at `addr`, reachable with cross-memory attach.
+    Process {
+        /// host of the owner
+        host: HostId,
+        /// owner process
+        pid: u32,
+        /// address in the owner
+        addr: u64,
+        /// length in bytes
+        len: u64,
+    },
+    /// GPU memory exported with a CUDA IPC handle.
+    GpuIpc {
+        /// host of the owner
+        host: HostId,
+        /// owner process
+        pid: u32,
+        /// CUDA device ordinal in the owner
+        device: u32,
+        /// the `CUipcMemHandle` bytes
+        handle: Vec<u8>,
+        /// length in bytes
+        len: u64,
+    },
+}
+
+impl MemoryDescriptor {
+    /// Length of the region in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            MemoryDescriptor::SharedFd { len, .. }
+            | MemoryDescriptor::Process { len, .. }
+            | MemoryDescriptor::GpuIpc { len, .. } => *len,
+        }
+    }
+
+    /// True for a zero-length region (never produced by this crate).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Host of the owner.
+    pub fn host(&self) -> &HostId {
+        match self {
+            MemoryDescriptor::SharedFd { host, .. }
+            | MemoryDescriptor::Process { host, .. }
+            | MemoryDescriptor::GpuIpc { host, .. } => host,
+        }
+    }
+}

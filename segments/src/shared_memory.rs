@@ -1,0 +1,175 @@
+//! Host memory in a memfd, shared with same-host peers by mapping.
+
+use crate::{HostId, MemoryDescriptor, SegmentError};
+use memmap2::{MmapOptions, MmapRaw};
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// A block of host memory that same-host peers can map.
+///
+/// The pages are zero when created. The memory stays valid as long as this
+/// value or any [`PeerMapping`] of it (in any process) exists.
+#[derive(Debug)]
+pub struct SharedMemory {
+    file: File,
+    map: MmapRaw,
+    len: usize,
+}
+
+impl SharedMemory {
+    /// Creates `len` bytes of zeroed shared memory; `name` shows up in
+    /// `/proc/<pid>/fd` and `/proc/<pid>/maps` to help debugging.
+    pub fn create(name: &str, len: usize) -> Result<SharedMemory, SegmentError> {
+        if len == 0 {
+            return Err(SegmentError::ZeroSize);
+        }
+        let cname = std::ffi::CString::new(format!("gaspi-{name}")).unwrap_or_default();
+        let fd: OwnedFd =
+            nix::sys::memfd::memfd_create(cname.as_c_str(), nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                .map_err(|e| SegmentError::os("memfd_create", e))?;
+        let file = File::from(fd);
+        file.set_len(len as u64).map_err(|e| {
+            SegmentError::os(
+                format!("sizing shared memory to {len} bytes"),
+                nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            )
+        })?;
+        let map = MmapOptions::new().len(len).map_raw(&file).map_err(|e| {
+            SegmentError::os(
+                format!("mapping {len} bytes of shared memory"),
+                nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            )
+        })?;
+        Ok(SharedMemory { file, map, len })
+    }
+
+    /// Start of the memory.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a zero size is refused at creation.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// What a same-host peer needs to map this memory.
+    pub fn descriptor(&self) -> MemoryDescriptor {
+        MemoryDescriptor::SharedFd {
+            host: HostId::current(),
+            pid: std::process::id(),
+            fd: self.file.as_raw_fd(),
+            len: self.len as u64,
+        }
+    }
+}
+
+/// A peer's [`SharedMemory`] mapped into this process.
+#[derive(Debug)]
+pub struct PeerMapping {
+    map: MmapRaw,
+    len: usize,
+}
+
+impl PeerMapping {
+    /// Maps the memory a peer described. Fails if the peer is on another
+    /// host, is gone, or the descriptor is not of a mappable kind.
+    pub fn open(desc: &MemoryDescriptor) -> Result<PeerMapping, SegmentError> {
+        let MemoryDescriptor::SharedFd { host, pid, fd, len } = desc else {
+            return Err(SegmentError::NotMappable("non-memfd"));
+        };
+        let here = HostId::current();
+        if *host != here {
+            return Err(SegmentError::OtherHost {
+                owner: host.0.clone(),
+                here: here.0,
+            });
+        }
+        let path = format!("/proc/{pid}/fd/{fd}");
+        let raw = nix::fcntl::open(
+            path.as_str(),
+            nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| SegmentError::os(format!("opening peer memory {path}"), e))?;
+        let file = File::from(raw);
+        // The descriptor number could have been reused by the peer for some
+        // other file; check that what we opened is at least as large.
+        let actual = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if actual < *len {
+            return Err(SegmentError::os(
+                format!("peer memory {path} has {actual} bytes, expected {len}"),
+                nix::Error::EINVAL,
+            ));
+        }
+        let len = *len as usize;
+        let map = MmapOptions::new().len(len).map_raw(&file).map_err(|e| {
+            SegmentError::os(
+                format!("mapping peer memory {path}"),
+                nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            )
+        })?;
+        // The file can be closed: the mapping keeps the memory alive.
+        drop(file);
+        Ok(PeerMapping { map, len })
+    }
+
+    /// Start of the mapped memory.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false for a successfully opened mapping.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_mapping_sees_the_owners_bytes_and_the_owner_sees_the_peers() {
+        let shm = SharedMemory::create("test", 8192).unwrap();
+        let peer = PeerMapping::open(&shm.descriptor()).unwrap();
+        // SAFETY: both mappings are 8192 bytes long and alive here.
+        unsafe {
+            *shm.as_ptr().add(100) = 42;
+            assert_eq!(*peer.as_ptr().add(100), 42);
+            *peer.as_ptr().add(8191) = 7;
+            assert_eq!(*shm.as_ptr().add(8191), 7);
+        }
+    }
+
+    #[test]
+    fn zero_size_is_refused() {
+        assert!(matches!(
+            SharedMemory::create("zero", 0),
+            Err(SegmentError::ZeroSize)
+        ));
+    }
+
+    #[test]
+    fn a_descriptor_of_another_host_is_refused() {
+        let shm = SharedMemory::create("other", 4096).unwrap();
+        let mut d = shm.descriptor();
+        if let MemoryDescriptor::SharedFd { host, .. } = &mut d {
+            host.0.push_str("-elsewhere");
+        }
+        assert!(matches!(
+            PeerMapping::open(&d),
+            Err(SegmentError::OtherHost { .. })
+        ));
+    }
+}
