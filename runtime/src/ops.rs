@@ -39,6 +39,24 @@ impl Inner {
             })
     }
 
+    /// Runs `f` on local segment `seg` under the table's read lock: the
+    /// hot-path form of [`Inner::local_segment`], without reference counting.
+    pub(crate) fn with_local<R>(
+        &self,
+        seg: SegId,
+        f: impl FnOnce(&LocalSegment) -> Result<R>,
+    ) -> Result<R> {
+        self.check_seg_id(seg)?;
+        let local = self.local.read().unwrap_or_else(|e| e.into_inner());
+        let s = local[seg.0 as usize]
+            .as_deref()
+            .ok_or(Error::UnknownSegment {
+                rank: self.rank,
+                seg,
+            })?;
+        f(s)
+    }
+
     fn check_queue(&self, queue: Queue) -> Result<&crate::queue::QueueState> {
         self.queues
             .get(queue.0 as usize)
@@ -131,22 +149,23 @@ impl Gaspi {
         if local[seg.0 as usize].is_some() {
             return Err(Error::SegmentExists { seg });
         }
-        let s =
-            match memory {
-                Memory::Host => LocalSegment::alloc_host(
-                    seg,
-                    size as usize,
-                    inner.config.notification_num,
-                    inner.config.spin,
-                )?,
-                Memory::Gpu(device) => return Err(Error::Segment(
-                    gaspi_segments::SegmentError::Gpu(gaspi_segments::gpu::GpuError::NoDriver {
+        let s = match memory {
+            Memory::Host => LocalSegment::alloc_host(
+                seg,
+                size as usize,
+                inner.config.notification_num,
+                inner.config.spin,
+            )?,
+            Memory::Gpu(device) => {
+                return Err(Error::Segment(gaspi_segments::SegmentError::Gpu(
+                    gaspi_segments::gpu::GpuError::NoDriver {
                         reason: format!(
                             "GPU segments (device {device}) are not supported by this build yet"
                         ),
-                    }),
-                )),
-            };
+                    },
+                )))
+            }
+        };
         self.install(&mut local, s)
     }
 
@@ -563,17 +582,26 @@ impl Gaspi {
         num: u32,
         timeout: Timeout,
     ) -> Result<NotifyId> {
+        let out_of_range = |count| Error::NotifyIdOutOfRange {
+            rank: self.inner.rank,
+            seg,
+            id: begin,
+            num,
+            count,
+        };
+        // Fast path: one scan under the table's read lock.
+        let found = self.inner.with_local(seg, |s| {
+            let area = &s.notifications;
+            area.check_range(begin.0, num)
+                .map_err(|_| out_of_range(area.count()))?;
+            Ok(area.scan(begin.0, num))
+        })?;
+        if let Some(id) = found {
+            return Ok(NotifyId(id));
+        }
+        // Slow path: hold the segment itself while waiting, not the lock.
         let s = self.inner.local_segment(seg)?;
         let area = &s.notifications;
-        if num == 0 || begin.0 as u64 + num as u64 > area.count() as u64 {
-            return Err(Error::NotifyIdOutOfRange {
-                rank: self.inner.rank,
-                seg,
-                id: begin,
-                num,
-                count: area.count(),
-            });
-        }
         match area.wait_until(timeout.deadline(), || area.scan(begin.0, num)) {
             Some(id) => Ok(NotifyId(id)),
             None => Err(Error::Timeout {
@@ -585,16 +613,17 @@ impl Gaspi {
     /// Atomically reads and clears notification `id` of local segment `seg`;
     /// returns the value it had (0 if it was not set).
     pub fn notify_reset(&self, seg: SegId, id: NotifyId) -> Result<u32> {
-        let s = self.inner.local_segment(seg)?;
-        s.notifications
-            .reset(id.0)
-            .map_err(|_| Error::NotifyIdOutOfRange {
-                rank: self.inner.rank,
-                seg,
-                id,
-                num: 1,
-                count: s.notifications.count(),
-            })
+        self.inner.with_local(seg, |s| {
+            s.notifications
+                .reset(id.0)
+                .map_err(|_| Error::NotifyIdOutOfRange {
+                    rank: self.inner.rank,
+                    seg,
+                    id,
+                    num: 1,
+                    count: s.notifications.count(),
+                })
+        })
     }
 
     // ----- collectives -----

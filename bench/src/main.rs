@@ -1,0 +1,322 @@
+//! `gaspi-bench`: one benchmark binary for the runtime.
+//!
+//! Every subcommand is a GASPI job: started directly it launches its own
+//! ranks on this host (`--ranks`), under `gaspi-run` it uses the launcher's.
+//! Rank 0 measures the physical reference of the benchmark in the same run
+//! (a cache-line ping-pong between two processes, a single-thread memcpy)
+//! while the other ranks wait, then all ranks run the benchmark, and rank 0
+//! prints one record per point: a table, or with `--json` one JSON object
+//! per line (`bench/src/report.rs`).
+
+mod floor;
+mod report;
+
+use clap::{Parser, Subcommand};
+use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+use report::{Record, Samples};
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "gaspi-bench",
+    about = "Benchmarks of the GASPI runtime, each beside its same-run reference"
+)]
+struct Cli {
+    /// One JSON object per line instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Fewer iterations (smoke runs).
+    #[arg(long, global = true)]
+    quick: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Physical references of this machine: cache-line ping-pong between two
+    /// processes and single-thread memcpy bandwidth.
+    Floor,
+    /// write_notify + notify_waitsome + notify_reset ping-pong, half round trip, 8 B to 4 MiB.
+    Pingpong {
+        /// Sizes in bytes (default 8, 64, ..., 4 MiB).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
+    /// Unidirectional write bandwidth: windows of 16 writes, then `wait`.
+    WriteBw {
+        /// Sizes in bytes (default 4 KiB to 4 MiB).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
+    /// Notifications per second from one rank to another, windows of 64 ids.
+    NotifyRate,
+    /// Barrier latency on the group of all ranks.
+    Barrier {
+        /// Ranks to launch when started directly.
+        #[arg(long, default_value_t = 2)]
+        ranks: u32,
+    },
+}
+
+const SEG: SegId = SegId(0);
+const SAMPLES: u64 = 128;
+
+fn default_sizes(from: u64) -> Vec<u64> {
+    [8u64, 64, 512, 4096, 32768, 262_144, 1 << 20, 4 << 20]
+        .into_iter()
+        .filter(|&s| s >= from)
+        .collect()
+}
+
+/// Round trips per size: 256 MiB worth, between 128 and 16384 (as the MPI peer).
+fn iters_for(size: u64, quick: bool) -> u64 {
+    let i = ((256u64 << 20) / size).clamp(SAMPLES, 16384);
+    if quick {
+        (i / 16).max(SAMPLES)
+    } else {
+        i
+    }
+}
+
+fn main() {
+    gaspi::init_logging();
+    let cli = Cli::parse();
+    if let Err(e) = run(&cli) {
+        eprintln!("gaspi-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
+    let records = match &cli.cmd {
+        Cmd::Floor => floor::floor_records(cli.quick),
+        Cmd::Pingpong { sizes } => {
+            let g = start(2)?;
+            let sizes = if sizes.is_empty() {
+                default_sizes(8)
+            } else {
+                sizes.clone()
+            };
+            pingpong(&g, &sizes, cli.quick)?
+        }
+        Cmd::WriteBw { sizes } => {
+            let g = start(2)?;
+            let sizes = if sizes.is_empty() {
+                default_sizes(4096)
+            } else {
+                sizes.clone()
+            };
+            write_bw(&g, &sizes, cli.quick)?
+        }
+        Cmd::NotifyRate => {
+            let g = start(2)?;
+            notify_rate(&g, cli.quick)?
+        }
+        Cmd::Barrier { ranks } => {
+            let g = start(*ranks)?;
+            barrier(&g, cli.quick)?
+        }
+    };
+    // Only rank 0 reports; the other ranks return no records.
+    if !records.is_empty() {
+        report::emit(&records, cli.json);
+    }
+    Ok(())
+}
+
+fn start(ranks: u32) -> Result<Gaspi, gaspi::Error> {
+    Gaspi::init(Config::from_env()?.standalone_ranks(ranks))
+}
+
+/// The cache-line ping-pong floor, measured by rank 0 while the others wait.
+fn cacheline_floor(g: &Gaspi, quick: bool) -> Result<f64, Box<dyn std::error::Error>> {
+    let mut floor_us = 0.0;
+    if g.rank().0 == 0 {
+        floor_us = floor::cacheline_pingpong(if quick { 50 } else { 500 })?.median();
+    }
+    g.barrier(Group::ALL, Timeout::Block)?;
+    Ok(floor_us)
+}
+
+fn memcpy_us(size: u64, quick: bool) -> f64 {
+    let iters = (((64u64 << 20) / size).clamp(8, 4096) / if quick { 8 } else { 1 }).max(4);
+    floor::memcpy_bandwidth(size as usize, iters).median()
+}
+
+fn pingpong(
+    g: &Gaspi,
+    sizes: &[u64],
+    quick: bool,
+) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    let me = g.rank();
+    let peer = Rank(1 - me.0);
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    // Messages arrive at [0, max) and leave from [max, 2 max): sending from
+    // the bytes just received would add the cost of reading them.
+    g.segment_create(SEG, 2 * max, Memory::Host, Group::ALL, Timeout::Block)?;
+    let floor_us = cacheline_floor(g, quick)?;
+    let mut out = Vec::new();
+    for &size in sizes {
+        let copy_us = if me.0 == 0 {
+            memcpy_us(size, quick)
+        } else {
+            0.0
+        };
+        let iters = iters_for(size, quick);
+        let batch = iters / SAMPLES;
+        let mut samples = Samples::with_capacity(SAMPLES as usize);
+        g.barrier(Group::ALL, Timeout::Block)?;
+        // One untimed batch to warm caches and page tables.
+        for sample in 0..=SAMPLES {
+            let t = Instant::now();
+            for _ in 0..batch {
+                if me.0 == 0 {
+                    g.write_notify(SEG, max, peer, SEG, 0, size, NotifyId(0), 1, Queue(0))?;
+                    g.wait(Queue(0), Timeout::Block)?;
+                    let id = g.notify_waitsome(SEG, NotifyId(1), 1, Timeout::Block)?;
+                    g.notify_reset(SEG, id)?;
+                } else {
+                    let id = g.notify_waitsome(SEG, NotifyId(0), 1, Timeout::Block)?;
+                    g.notify_reset(SEG, id)?;
+                    g.write_notify(SEG, max, peer, SEG, 0, size, NotifyId(1), 1, Queue(0))?;
+                    g.wait(Queue(0), Timeout::Block)?;
+                }
+            }
+            if sample > 0 {
+                samples.push(t.elapsed().as_secs_f64() * 1e6 / (2 * batch) as f64);
+            }
+        }
+        let mut r = Record::new("pingpong", 2).with_samples(&samples);
+        r.transport = Some(g.transport(peer)?.into());
+        r.size = Some(size);
+        r.iters = Some(batch * SAMPLES);
+        // Physical limit: one cache-line hand-off plus one copy of the payload.
+        out.push(r.with_ref_us("cacheline-pingpong+memcpy", floor_us + copy_us));
+    }
+    g.barrier(Group::ALL, Timeout::Block)?;
+    Ok(if me.0 == 0 { out } else { Vec::new() })
+}
+
+fn write_bw(
+    g: &Gaspi,
+    sizes: &[u64],
+    quick: bool,
+) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    const WINDOW: u64 = 16;
+    let me = g.rank();
+    let peer = Rank(1 - me.0);
+    let max = sizes.iter().copied().max().unwrap_or(4096);
+    g.segment_create(SEG, max, Memory::Host, Group::ALL, Timeout::Block)?;
+    let mut out = Vec::new();
+    for &size in sizes {
+        let copy_us = if me.0 == 0 {
+            memcpy_us(size, quick)
+        } else {
+            0.0
+        };
+        let windows = (iters_for(size, quick) / WINDOW).max(SAMPLES / 4);
+        g.barrier(Group::ALL, Timeout::Block)?;
+        if me.0 == 0 {
+            let mut samples = Samples::with_capacity(windows as usize);
+            for w in 0..=windows {
+                let t = Instant::now();
+                for _ in 0..WINDOW {
+                    g.write(SEG, 0, peer, SEG, 0, size, Queue(0))?;
+                }
+                g.wait(Queue(0), Timeout::Block)?;
+                if w > 0 {
+                    samples.push(t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64);
+                }
+            }
+            let mut r = Record::new("write-bw", 2).with_samples(&samples);
+            r.transport = Some(g.transport(peer)?.into());
+            r.size = Some(size);
+            r.iters = Some(windows * WINDOW);
+            r.gbps = Some(size as f64 / (samples.median() * 1e3));
+            let ref_gbps = size as f64 / (copy_us * 1e3);
+            r.ref_name = Some("memcpy".into());
+            r.ref_gbps = Some(ref_gbps);
+            r.ref_us = Some(copy_us);
+            r.ratio = r.gbps.map(|b| b / ref_gbps);
+            out.push(r);
+        }
+        g.barrier(Group::ALL, Timeout::Block)?;
+    }
+    Ok(out)
+}
+
+fn notify_rate(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    const WINDOW: u32 = 64;
+    let me = g.rank();
+    let peer = Rank(1 - me.0);
+    g.segment_create(SEG, 64, Memory::Host, Group::ALL, Timeout::Block)?;
+    let floor_us = cacheline_floor(g, quick)?;
+    let rounds: u64 = if quick { 200 } else { 4000 };
+    let mut samples = Samples::with_capacity(rounds as usize);
+    for round in 0..=rounds {
+        let t = Instant::now();
+        if me.0 == 0 {
+            for id in 0..WINDOW {
+                g.notify(peer, SEG, NotifyId(id), 1, Queue(0))?;
+            }
+            g.wait(Queue(0), Timeout::Block)?;
+            // The receiver acknowledges the window on id WINDOW.
+            let id = g.notify_waitsome(SEG, NotifyId(WINDOW), 1, Timeout::Block)?;
+            g.notify_reset(SEG, id)?;
+        } else {
+            let mut seen = 0;
+            while seen < WINDOW {
+                let id = g.notify_waitsome(SEG, NotifyId(0), WINDOW, Timeout::Block)?;
+                seen += g.notify_reset(SEG, id)?;
+            }
+            g.notify(peer, SEG, NotifyId(WINDOW), 1, Queue(0))?;
+            g.wait(Queue(0), Timeout::Block)?;
+        }
+        if round > 0 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64);
+        }
+    }
+    g.barrier(Group::ALL, Timeout::Block)?;
+    if me.0 != 0 {
+        return Ok(Vec::new());
+    }
+    let mut r = Record::new("notify-rate", 2).with_samples(&samples);
+    r.transport = Some(g.transport(peer)?.into());
+    r.size = Some(4);
+    r.iters = Some(rounds * WINDOW as u64);
+    r.note = Some(format!(
+        "{:.1} M notifications/s (median); window of {WINDOW} ids then an acknowledgement",
+        1.0 / samples.median()
+    ));
+    Ok(vec![r.with_ref_us("cacheline-pingpong", floor_us)])
+}
+
+fn barrier(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    const BATCH: u64 = 100;
+    let n = g.size();
+    let floor_us = cacheline_floor(g, quick)?;
+    let samples_n = if quick { 20 } else { 200 };
+    let mut samples = Samples::with_capacity(samples_n as usize);
+    for s in 0..=samples_n {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            g.barrier(Group::ALL, Timeout::Block)?;
+        }
+        if s > 0 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6 / BATCH as f64);
+        }
+    }
+    if g.rank().0 != 0 {
+        return Ok(Vec::new());
+    }
+    let rounds = (n.max(2) as f64).log2().ceil();
+    let mut r = Record::new("barrier", n).with_samples(&samples);
+    r.transport = Some(g.transport(Rank((g.rank().0 + 1) % n))?.into());
+    r.iters = Some(samples_n * BATCH);
+    // Dissemination needs ceil(log2 n) rounds, each at least one hand-off.
+    Ok(vec![r.with_ref_us(
+        "cacheline-pingpong x rounds",
+        floor_us * rounds,
+    )])
+}
