@@ -60,6 +60,14 @@ enum Cmd {
 }
 
 const SEG: SegId = SegId(0);
+
+/// Where outgoing messages start in the segment: past the incoming ones, and
+/// half a page off their alignment so that source and destination do not
+/// alias modulo 4 KiB (which stalls copies on x86 through false store-to-load
+/// forwarding dependences; the MPI peer's malloc'd source is off-page too).
+fn send_at(max: u64) -> u64 {
+    max.next_multiple_of(4096) + 2048
+}
 const SAMPLES: u64 = 128;
 
 fn default_sizes(from: u64) -> Vec<u64> {
@@ -152,9 +160,15 @@ fn pingpong(
     let me = g.rank();
     let peer = Rank(1 - me.0);
     let max = sizes.iter().copied().max().unwrap_or(8);
-    // Messages arrive at [0, max) and leave from [max, 2 max): sending from
-    // the bytes just received would add the cost of reading them.
-    g.segment_create(SEG, 2 * max, Memory::Host, Group::ALL, Timeout::Block)?;
+    // Messages arrive at [0, max) and leave from send_at: sending from the
+    // bytes just received would add the cost of reading them.
+    g.segment_create(
+        SEG,
+        send_at(max) + max,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Block,
+    )?;
     let floor_us = cacheline_floor(g, quick)?;
     let mut out = Vec::new();
     for &size in sizes {
@@ -172,14 +186,34 @@ fn pingpong(
             let t = Instant::now();
             for _ in 0..batch {
                 if me.0 == 0 {
-                    g.write_notify(SEG, max, peer, SEG, 0, size, NotifyId(0), 1, Queue(0))?;
+                    g.write_notify(
+                        SEG,
+                        send_at(max),
+                        peer,
+                        SEG,
+                        0,
+                        size,
+                        NotifyId(0),
+                        1,
+                        Queue(0),
+                    )?;
                     g.wait(Queue(0), Timeout::Block)?;
                     let id = g.notify_waitsome(SEG, NotifyId(1), 1, Timeout::Block)?;
                     g.notify_reset(SEG, id)?;
                 } else {
                     let id = g.notify_waitsome(SEG, NotifyId(0), 1, Timeout::Block)?;
                     g.notify_reset(SEG, id)?;
-                    g.write_notify(SEG, max, peer, SEG, 0, size, NotifyId(1), 1, Queue(0))?;
+                    g.write_notify(
+                        SEG,
+                        send_at(max),
+                        peer,
+                        SEG,
+                        0,
+                        size,
+                        NotifyId(1),
+                        1,
+                        Queue(0),
+                    )?;
                     g.wait(Queue(0), Timeout::Block)?;
                 }
             }
@@ -207,7 +241,13 @@ fn write_bw(
     let me = g.rank();
     let peer = Rank(1 - me.0);
     let max = sizes.iter().copied().max().unwrap_or(4096);
-    g.segment_create(SEG, max, Memory::Host, Group::ALL, Timeout::Block)?;
+    g.segment_create(
+        SEG,
+        send_at(max) + max,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Block,
+    )?;
     let mut out = Vec::new();
     for &size in sizes {
         let copy_us = if me.0 == 0 {
@@ -222,7 +262,7 @@ fn write_bw(
             for w in 0..=windows {
                 let t = Instant::now();
                 for _ in 0..WINDOW {
-                    g.write(SEG, 0, peer, SEG, 0, size, Queue(0))?;
+                    g.write(SEG, send_at(max), peer, SEG, 0, size, Queue(0))?;
                 }
                 g.wait(Queue(0), Timeout::Block)?;
                 if w > 0 {

@@ -9,6 +9,11 @@ use crate::bootstrap::LaunchInfo;
 use crate::error::{Error, Result};
 use std::time::Duration;
 
+/// Spin budget of waiters when every rank of the host has a core of its own.
+pub const LONG_SPIN: Duration = Duration::from_millis(2);
+/// Spin budget of waiters on an oversubscribed host.
+pub const SHORT_SPIN: Duration = Duration::from_micros(20);
+
 /// Limits and settings of a job.
 ///
 /// ```
@@ -37,8 +42,11 @@ pub struct Config {
     pub group_max: u32,
     /// How long init waits for the other ranks.
     pub init_timeout: Duration,
-    /// How long a waiter spins before it sleeps.
-    pub spin: Duration,
+    /// How long a waiter spins before it sleeps; `None` chooses by load:
+    /// [`LONG_SPIN`] when this host's ranks fit its cores (a spinning waiter
+    /// then steals nobody's core and wakes fastest), [`SHORT_SPIN`] when the
+    /// host is oversubscribed (spinning would starve the writer it waits for).
+    pub spin: Option<Duration>,
     /// How this process was launched.
     pub launch: LaunchInfo,
     /// Ranks to start when the program runs without a launcher (see
@@ -58,7 +66,7 @@ impl Default for Config {
             rw_list_elem_max: 255,
             group_max: 32,
             init_timeout: Duration::from_secs(60),
-            spin: gaspi_notify::DEFAULT_SPIN,
+            spin: None,
             launch: LaunchInfo::standalone(),
             standalone_ranks: 1,
         }
@@ -102,7 +110,7 @@ impl Config {
             c.init_timeout = Duration::from_millis(v);
         }
         if let Some(v) = env_u64("GASPI_SPIN_US")? {
-            c.spin = Duration::from_micros(v);
+            c.spin = Some(Duration::from_micros(v));
         }
         Ok(c)
     }
@@ -139,8 +147,21 @@ impl Config {
     }
     /// Sets how long waiters spin before they sleep.
     pub fn spin(mut self, d: Duration) -> Self {
-        self.spin = d;
+        self.spin = Some(d);
         self
+    }
+
+    /// The spin budget in force: the configured one, or one chosen from the
+    /// number of ranks on this host and the cores this process may use.
+    pub fn effective_spin(&self) -> Duration {
+        self.spin.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+            if self.launch.local_size <= cores {
+                LONG_SPIN
+            } else {
+                SHORT_SPIN
+            }
+        })
     }
 
     /// When the program was started without a launcher, start `n` ranks of

@@ -318,7 +318,7 @@ impl Gaspi {
             SegId(SYSTEM_SEG as u8),
             64,
             system_notifications(config.group_max),
-            config.spin,
+            config.effective_spin(),
         )?);
         let listener = TcpListener::bind("0.0.0.0:0")
             .map_err(|e| Error::io("binding the control listener", e))?;

@@ -99,6 +99,7 @@ pub fn launch(opts: &LaunchOptions) -> Result<i32> {
             .env("GASPI_RANK", r.to_string())
             .env("GASPI_SIZE", opts.ranks.to_string())
             .env("GASPI_LOCAL_RANK", r.to_string())
+            .env("GASPI_LOCAL_SIZE", opts.ranks.to_string())
             .env("GASPI_RENDEZVOUS", addr.to_string())
             .env("GASPI_JOB_KEY", &key)
             .env_remove("GASPI_RENDEZVOUS_FD")

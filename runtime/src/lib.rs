@@ -49,7 +49,7 @@ mod transport;
 mod types;
 mod wire;
 
-pub use config::Config;
+pub use config::{Config, LONG_SPIN, SHORT_SPIN};
 pub use context::Gaspi;
 pub use error::{Error, Result, Side};
 pub use segment::{Segment, SegmentDescriptor};

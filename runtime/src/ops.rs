@@ -154,7 +154,7 @@ impl Gaspi {
                 seg,
                 size as usize,
                 inner.config.notification_num,
-                inner.config.spin,
+                inner.config.effective_spin(),
             )?,
             Memory::Gpu(device) => {
                 return Err(Error::Segment(gaspi_segments::SegmentError::Gpu(
@@ -212,7 +212,7 @@ impl Gaspi {
                 size as usize,
                 None,
                 self.inner.config.notification_num,
-                self.inner.config.spin,
+                self.inner.config.effective_spin(),
             )?
         };
         self.install(&mut local, s)
@@ -237,7 +237,7 @@ impl Gaspi {
                 len,
                 Some(buffer),
                 self.inner.config.notification_num,
-                self.inner.config.spin,
+                self.inner.config.effective_spin(),
             )?
         };
         self.install(&mut local, s)

@@ -44,6 +44,8 @@ pub struct LaunchInfo {
     pub size: u32,
     /// Rank among the ranks of this host.
     pub local_rank: u32,
+    /// Ranks on this host (as far as the launcher tells).
+    pub local_size: u32,
     /// Where rank 0 listens for the rendezvous.
     pub rendezvous: Option<SocketAddr>,
     /// An already-bound rendezvous socket inherited by rank 0 (from gaspi-run).
@@ -192,6 +194,7 @@ impl LaunchInfo {
             rank: 0,
             size: 1,
             local_rank: 0,
+            local_size: 1,
             rendezvous: None,
             rendezvous_fd: None,
             job_key: Vec::new(),
@@ -204,7 +207,7 @@ impl LaunchInfo {
             .map(|v| parse_addr("GASPI_RENDEZVOUS", &v))
             .transpose()?;
         let key = var("GASPI_JOB_KEY").map(String::into_bytes);
-        let (launcher, rank, size, local_rank, rendezvous) = if let (Some(r), Some(s)) =
+        let (launcher, rank, size, local_rank, local_size, rendezvous) = if let (Some(r), Some(s)) =
             (num("GASPI_RANK")?, num("GASPI_SIZE")?)
         {
             let rv = explicit.ok_or_else(|| {
@@ -215,6 +218,7 @@ impl LaunchInfo {
                 r,
                 s,
                 num("GASPI_LOCAL_RANK")?.unwrap_or(r),
+                num("GASPI_LOCAL_SIZE")?.unwrap_or(s),
                 Some(rv),
             )
         } else if let (Some(r), Some(s)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
@@ -243,6 +247,14 @@ impl LaunchInfo {
                 r,
                 s,
                 num("SLURM_LOCALID")?.unwrap_or(0),
+                // "4" or "4(x2),3": the first count is a fair guess for this node.
+                var("SLURM_TASKS_PER_NODE")
+                    .and_then(|v| {
+                        v.split(|c: char| !c.is_ascii_digit())
+                            .next()
+                            .and_then(|n| n.parse().ok())
+                    })
+                    .unwrap_or(s),
                 Some(rv),
             )
         } else if let (Some(r), Some(s)) =
@@ -259,6 +271,7 @@ impl LaunchInfo {
                 r,
                 s,
                 num("OMPI_COMM_WORLD_LOCAL_RANK")?.unwrap_or(0),
+                local_size,
                 Some(rv),
             )
         } else if let (Some(r), Some(s)) = (num("PMI_RANK")?, num("PMI_SIZE")?) {
@@ -272,6 +285,7 @@ impl LaunchInfo {
                 r,
                 s,
                 num("MPI_LOCALRANKID")?.unwrap_or(0),
+                local_size,
                 Some(rv),
             )
         } else {
@@ -301,6 +315,7 @@ impl LaunchInfo {
             rank,
             size,
             local_rank,
+            local_size,
             rendezvous,
             rendezvous_fd,
             job_key,
