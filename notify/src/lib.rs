@@ -276,7 +276,7 @@ impl NotificationArea {
                 return Some(r);
             }
             polls += 1;
-            if polls % 256 == 0 {
+            if polls.is_multiple_of(256) {
                 let now = Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
                     return None;

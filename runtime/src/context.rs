@@ -7,7 +7,8 @@ use crate::groups::GroupTable;
 use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
 use crate::segment::LocalSegment;
-use crate::transport::{shared_memory::SharedMemoryTransport, RemoteSegment, Transport};
+use crate::tables::SegmentTables;
+use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::types::{Rank, RankState, SegId};
 use crate::wire::Message;
 use gaspi_segments::HostId;
@@ -16,7 +17,7 @@ use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Index of the internal system segment in the remote tables; user ids are
@@ -48,10 +49,8 @@ pub(crate) struct Inner {
     pub rank: Rank,
     pub size: u32,
     pub peers: Vec<Peer>,
-    /// This rank's segments, by id.
-    pub local: RwLock<Vec<Option<Arc<LocalSegment>>>>,
-    /// Segments peers registered with this rank: `remote[rank][seg]`.
-    pub remote: Vec<RwLock<Vec<Option<Box<dyn RemoteSegment>>>>>,
+    /// This rank's segments and the segments peers registered with it.
+    pub tables: SegmentTables,
     pub queues: Vec<QueueState>,
     /// The internal segment whose notifications carry collectives.
     pub system: Arc<LocalSegment>,
@@ -224,17 +223,15 @@ impl Inner {
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
         let remote = transport.attach(owner, desc)?;
-        self.remote[owner.0 as usize]
-            .write()
-            .unwrap_or_else(|e| e.into_inner())[seg] = Some(remote);
+        self.tables
+            .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())
     }
 
     /// Forgets a segment `owner` registered with this rank.
     pub fn detach(&self, owner: Rank, seg: usize) {
-        self.remote[owner.0 as usize]
-            .write()
-            .unwrap_or_else(|e| e.into_inner())[seg] = None;
+        self.tables
+            .update(|t| t.set_remote(owner.0 as usize, seg, None));
     }
 
     /// Name of the transport to `rank`.
@@ -380,10 +377,7 @@ impl Gaspi {
         let inner = Arc::new(Inner {
             rank,
             size,
-            local: RwLock::new((0..256).map(|_| None).collect()),
-            remote: (0..size)
-                .map(|_| RwLock::new((0..256).map(|_| None).collect()))
-                .collect(),
+            tables: SegmentTables::new(size),
             queues: (0..config.queue_max)
                 .map(|q| QueueState::new(size, q < config.queue_num))
                 .collect(),

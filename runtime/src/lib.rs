@@ -45,6 +45,7 @@ mod ops;
 mod progress;
 mod queue;
 mod segment;
+mod tables;
 mod transport;
 mod types;
 mod wire;

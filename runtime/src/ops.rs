@@ -5,18 +5,17 @@
 use crate::context::{Gaspi, Inner};
 use crate::error::{Error, Result, Side};
 use crate::segment::{check_bounds, LocalSegment, Segment};
+use crate::tables::Tables;
 use crate::transport::RemoteSegment;
 use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::wire::Message;
-use std::sync::{Arc, RwLockReadGuard};
+use std::sync::Arc;
 
 impl From<&Segment> for SegId {
     fn from(s: &Segment) -> SegId {
         s.id()
     }
 }
-
-type RemoteTable<'a> = RwLockReadGuard<'a, Vec<Option<Box<dyn RemoteSegment>>>>;
 
 impl Inner {
     fn check_seg_id(&self, seg: SegId) -> Result<()> {
@@ -31,7 +30,7 @@ impl Inner {
 
     pub(crate) fn local_segment(&self, seg: SegId) -> Result<Arc<LocalSegment>> {
         self.check_seg_id(seg)?;
-        self.local.read().unwrap_or_else(|e| e.into_inner())[seg.0 as usize]
+        self.tables.load().local[seg.0 as usize]
             .clone()
             .ok_or(Error::UnknownSegment {
                 rank: self.rank,
@@ -39,22 +38,22 @@ impl Inner {
             })
     }
 
-    /// Runs `f` on local segment `seg` under the table's read lock: the
+    /// Runs `f` on local segment `seg` of the current table snapshot: the
     /// hot-path form of [`Inner::local_segment`], without reference counting.
     pub(crate) fn with_local<R>(
         &self,
         seg: SegId,
-        f: impl FnOnce(&LocalSegment) -> Result<R>,
+        f: impl FnOnce(&LocalSegment, &Tables) -> Result<R>,
     ) -> Result<R> {
         self.check_seg_id(seg)?;
-        let local = self.local.read().unwrap_or_else(|e| e.into_inner());
-        let s = local[seg.0 as usize]
+        let tables = self.tables.load();
+        let s = tables.local[seg.0 as usize]
             .as_deref()
             .ok_or(Error::UnknownSegment {
                 rank: self.rank,
                 seg,
             })?;
-        f(s)
+        f(s, &tables)
     }
 
     fn check_queue(&self, queue: Queue) -> Result<&crate::queue::QueueState> {
@@ -80,8 +79,8 @@ impl Inner {
         Ok(())
     }
 
-    /// The remote table of `rank`, after checking the rank and its health.
-    fn remote_table(&self, rank: Rank) -> Result<RemoteTable<'_>> {
+    /// Checks that `rank` exists, is healthy and reachable.
+    fn check_peer(&self, rank: Rank) -> Result<()> {
         self.check_rank(rank)?;
         self.peer_ok(rank)?;
         if self.peers[rank.0 as usize].transport.is_none() {
@@ -90,25 +89,23 @@ impl Inner {
                 reason: "it is on another host and no network transport is available yet".into(),
             });
         }
-        Ok(self.remote[rank.0 as usize]
-            .read()
-            .unwrap_or_else(|e| e.into_inner()))
+        Ok(())
     }
 }
 
-/// Looks up a remote segment in a locked table and checks a byte range.
-fn lookup_remote<'t>(
-    table: &'t RemoteTable<'_>,
+/// Looks up a remote segment in a table snapshot and checks a byte range.
+fn lookup_remote(
+    tables: &Tables,
     rank: Rank,
     seg: SegId,
     offset: u64,
     size: u64,
     max: u32,
-) -> Result<&'t dyn RemoteSegment> {
+) -> Result<&dyn RemoteSegment> {
     if seg.0 as u32 >= max {
         return Err(Error::SegmentIdOutOfRange { seg, max });
     }
-    let r = table[seg.0 as usize]
+    let r = tables.remote[rank.0 as usize][seg.0 as usize]
         .as_deref()
         .ok_or(Error::UnknownSegment { rank, seg })?;
     check_bounds(Side::Remote, rank, seg, offset, size, r.size())?;
@@ -140,15 +137,19 @@ fn check_notification(
 impl Gaspi {
     // ----- segments -----
 
+    fn check_free(&self, seg: SegId) -> Result<()> {
+        self.inner.check_seg_id(seg)?;
+        if self.inner.tables.load().local[seg.0 as usize].is_some() {
+            return Err(Error::SegmentExists { seg });
+        }
+        Ok(())
+    }
+
     /// Allocates a segment of `size` bytes on this rank, not yet registered
     /// with anybody. Its memory is zero.
     pub fn segment_alloc(&self, seg: SegId, size: u64, memory: Memory) -> Result<Segment> {
         let inner = &self.inner;
-        inner.check_seg_id(seg)?;
-        let mut local = inner.local.write().unwrap_or_else(|e| e.into_inner());
-        if local[seg.0 as usize].is_some() {
-            return Err(Error::SegmentExists { seg });
-        }
+        self.check_free(seg)?;
         let s = match memory {
             Memory::Host => LocalSegment::alloc_host(
                 seg,
@@ -166,14 +167,11 @@ impl Gaspi {
                 )))
             }
         };
-        self.install(&mut local, s)
+        self.install(s)
     }
 
-    fn install(
-        &self,
-        local: &mut std::sync::RwLockWriteGuard<'_, Vec<Option<Arc<LocalSegment>>>>,
-        s: LocalSegment,
-    ) -> Result<Segment> {
+    /// Publishes a new local segment, unless its id was taken meanwhile.
+    fn install(&self, s: LocalSegment) -> Result<Segment> {
         let inner = &self.inner;
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
@@ -184,10 +182,14 @@ impl Gaspi {
             .expect("a rank always reaches itself");
         let own = transport.attach(me, &s.descriptor)?;
         let s = Arc::new(s);
-        local[seg.0 as usize] = Some(s.clone());
-        inner.remote[me.0 as usize]
-            .write()
-            .unwrap_or_else(|e| e.into_inner())[seg.0 as usize] = Some(own);
+        inner.tables.update(|t| {
+            if t.local(seg.0 as usize).is_some() {
+                return Err(Error::SegmentExists { seg });
+            }
+            t.set_local(seg.0 as usize, Some(s.clone()));
+            t.set_remote(me.0 as usize, seg.0 as usize, Some(own.into()));
+            Ok(())
+        })?;
         tracing::debug!("created {seg} of {} bytes", s.size);
         Ok(Segment { inner: s, rank: me })
     }
@@ -199,11 +201,8 @@ impl Gaspi {
     /// segment is deleted and every [`Segment`] handle to it is dropped, and
     /// must not be freed or reused meanwhile: peers write into it at any time.
     pub unsafe fn segment_bind(&self, seg: SegId, ptr: *mut u8, size: u64) -> Result<Segment> {
-        self.inner.check_seg_id(seg)?;
-        let mut local = self.inner.local.write().unwrap_or_else(|e| e.into_inner());
-        if local[seg.0 as usize].is_some() {
-            return Err(Error::SegmentExists { seg });
-        }
+        self.check_free(seg)?;
+        let config = &self.inner.config;
         // SAFETY: forwarded from this function's contract.
         let s = unsafe {
             LocalSegment::bind(
@@ -211,36 +210,33 @@ impl Gaspi {
                 ptr,
                 size as usize,
                 None,
-                self.inner.config.notification_num,
-                self.inner.config.effective_spin(),
+                config.notification_num,
+                config.effective_spin(),
             )?
         };
-        self.install(&mut local, s)
+        self.install(s)
     }
 
     /// Makes a buffer the segment's memory; the runtime keeps it until the
     /// segment and every handle to it are gone. Safe form of `segment_bind`.
     pub fn segment_bind_buffer(&self, seg: SegId, mut buffer: Box<[u8]>) -> Result<Segment> {
-        self.inner.check_seg_id(seg)?;
-        let mut local = self.inner.local.write().unwrap_or_else(|e| e.into_inner());
-        if local[seg.0 as usize].is_some() {
-            return Err(Error::SegmentExists { seg });
-        }
+        self.check_free(seg)?;
+        let config = &self.inner.config;
         let (ptr, len) = (buffer.as_mut_ptr(), buffer.len());
         // SAFETY: the heap buffer is moved into the segment, which keeps it
-        // alive (and unmoved: a Box's heap allocation never moves) for as long
-        // as the segment exists.
+        // alive (and unmoved: a Box's heap allocation never moves) for as
+        // long as the segment exists.
         let s = unsafe {
             LocalSegment::bind(
                 seg,
                 ptr,
                 len,
                 Some(buffer),
-                self.inner.config.notification_num,
-                self.inner.config.effective_spin(),
+                config.notification_num,
+                config.effective_spin(),
             )?
         };
-        self.install(&mut local, s)
+        self.install(s)
     }
 
     /// Makes the segment `seg` of this rank reachable by `rank`.
@@ -327,21 +323,21 @@ impl Gaspi {
     /// Deletes segment `seg` of this rank and tells the peers to forget it.
     /// The memory is freed once the last handle to it is dropped.
     pub fn segment_delete(&self, seg: SegId) -> Result<()> {
-        self.inner.check_seg_id(seg)?;
-        let removed =
-            self.inner.local.write().unwrap_or_else(|e| e.into_inner())[seg.0 as usize].take();
+        let inner = &self.inner;
+        inner.check_seg_id(seg)?;
+        let removed = inner.tables.update(|t| {
+            t.set_remote(inner.rank.0 as usize, seg.0 as usize, None);
+            t.set_local(seg.0 as usize, None)
+        });
         if removed.is_none() {
             return Err(Error::UnknownSegment {
-                rank: self.inner.rank,
+                rank: inner.rank,
                 seg,
             });
         }
-        self.inner.detach(self.inner.rank, seg.0 as usize);
-        for r in 0..self.inner.size {
-            if r != self.inner.rank.0 && self.inner.peer_ok(Rank(r)).is_ok() {
-                let _ = self
-                    .inner
-                    .send(Rank(r), &Message::Unregister { seg: seg.0 });
+        for r in 0..inner.size {
+            if r != inner.rank.0 && inner.peer_ok(Rank(r)).is_ok() {
+                let _ = inner.send(Rank(r), &Message::Unregister { seg: seg.0 });
             }
         }
         Ok(())
@@ -368,9 +364,9 @@ impl Gaspi {
     /// Ids of this rank's segments, ascending.
     pub fn segment_list(&self) -> Vec<SegId> {
         self.inner
+            .tables
+            .load()
             .local
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .enumerate()
             .filter(|(_, s)| s.is_some())
@@ -448,37 +444,32 @@ impl Gaspi {
         let inner = &*self.inner;
         let q = inner.check_queue(queue)?;
         inner.check_size(size)?;
-        let local = inner.local_segment(local_seg)?;
-        local.check(Side::Local, inner.rank, local_offset, size)?;
-        let table = inner.remote_table(rank)?;
-        let r = lookup_remote(
-            &table,
-            rank,
-            remote_seg,
-            remote_offset,
-            size,
-            inner.config.segment_max,
-        )?;
-        if let Some((id, value)) = notify {
-            check_notification(r, rank, remote_seg, id, value)?;
-        }
-        let entries = 1 + notify.is_some() as u32;
-        q.reserve(queue, entries, inner.config.queue_size_max)?;
-        // SAFETY: local_offset + size was checked against the local segment,
-        // which `local` keeps alive.
-        let src = unsafe { local.data().add(local_offset as usize) };
-        let sent = r
-            .put(remote_offset, src, size as usize)
-            .and_then(|_| match notify {
-                Some((id, value)) => r.notify(id.0, value),
-                None => Ok(()),
-            });
-        if let Err(e) = sent {
-            q.unreserve(entries);
-            return Err(e);
-        }
-        q.touch(rank);
-        Ok(())
+        inner.check_peer(rank)?;
+        inner.with_local(local_seg, |local, tables| {
+            local.check(Side::Local, inner.rank, local_offset, size)?;
+            let max = inner.config.segment_max;
+            let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
+            if let Some((id, value)) = notify {
+                check_notification(r, rank, remote_seg, id, value)?;
+            }
+            let entries = 1 + notify.is_some() as u32;
+            q.reserve(queue, entries, inner.config.queue_size_max)?;
+            // SAFETY: local_offset + size was checked against the local
+            // segment, which the table snapshot keeps alive.
+            let src = unsafe { local.data().add(local_offset as usize) };
+            let sent = r
+                .put(remote_offset, src, size as usize)
+                .and_then(|_| match notify {
+                    Some((id, value)) => r.notify(id.0, value),
+                    None => Ok(()),
+                });
+            if let Err(e) = sent {
+                q.unreserve(entries);
+                return Err(e);
+            }
+            q.touch(rank);
+            Ok(())
+        })
     }
 
     /// Posts a read of `size` bytes from `remote_seg` of `rank` at
@@ -498,26 +489,21 @@ impl Gaspi {
         let local_seg = local_seg.into();
         let q = inner.check_queue(queue)?;
         inner.check_size(size)?;
-        let local = inner.local_segment(local_seg)?;
-        local.check(Side::Local, inner.rank, local_offset, size)?;
-        let table = inner.remote_table(rank)?;
-        let r = lookup_remote(
-            &table,
-            rank,
-            remote_seg,
-            remote_offset,
-            size,
-            inner.config.segment_max,
-        )?;
-        q.reserve(queue, 1, inner.config.queue_size_max)?;
-        // SAFETY: local_offset + size was checked against the local segment.
-        let dst = unsafe { local.data().add(local_offset as usize) };
-        if let Err(e) = r.get(remote_offset, dst, size as usize) {
-            q.unreserve(1);
-            return Err(e);
-        }
-        q.touch(rank);
-        Ok(())
+        inner.check_peer(rank)?;
+        inner.with_local(local_seg, |local, tables| {
+            local.check(Side::Local, inner.rank, local_offset, size)?;
+            let max = inner.config.segment_max;
+            let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
+            q.reserve(queue, 1, inner.config.queue_size_max)?;
+            // SAFETY: local_offset + size was checked against the local segment.
+            let dst = unsafe { local.data().add(local_offset as usize) };
+            if let Err(e) = r.get(remote_offset, dst, size as usize) {
+                q.unreserve(1);
+                return Err(e);
+            }
+            q.touch(rank);
+            Ok(())
+        })
     }
 
     /// Posts a notification of `value` at `notification` of `remote_seg` of
@@ -533,8 +519,9 @@ impl Gaspi {
     ) -> Result<()> {
         let inner = &*self.inner;
         let q = inner.check_queue(queue)?;
-        let table = inner.remote_table(rank)?;
-        let r = lookup_remote(&table, rank, remote_seg, 0, 0, inner.config.segment_max)?;
+        inner.check_peer(rank)?;
+        let tables = inner.tables.load();
+        let r = lookup_remote(&tables, rank, remote_seg, 0, 0, inner.config.segment_max)?;
         check_notification(r, rank, remote_seg, notification, value)?;
         q.reserve(queue, 1, inner.config.queue_size_max)?;
         if let Err(e) = r.notify(notification.0, value) {
@@ -589,8 +576,8 @@ impl Gaspi {
             num,
             count,
         };
-        // Fast path: one scan under the table's read lock.
-        let found = self.inner.with_local(seg, |s| {
+        // Fast path: one scan within the current table snapshot.
+        let found = self.inner.with_local(seg, |s, _| {
             let area = &s.notifications;
             area.check_range(begin.0, num)
                 .map_err(|_| out_of_range(area.count()))?;
@@ -613,7 +600,7 @@ impl Gaspi {
     /// Atomically reads and clears notification `id` of local segment `seg`;
     /// returns the value it had (0 if it was not set).
     pub fn notify_reset(&self, seg: SegId, id: NotifyId) -> Result<u32> {
-        self.inner.with_local(seg, |s| {
+        self.inner.with_local(seg, |s, _| {
             s.notifications
                 .reset(id.0)
                 .map_err(|_| Error::NotifyIdOutOfRange {

@@ -31,12 +31,13 @@ impl QueueState {
 
     /// Reserves `entries` slots for a request to `rank`, or refuses at `depth`.
     pub fn reserve(&self, queue: Queue, entries: u32, depth: u32) -> Result<()> {
-        self.posted
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
-                (p + entries <= depth).then_some(p + entries)
-            })
-            .map(|_| ())
-            .map_err(|_| Error::QueueFull { queue, depth })
+        // One read-modify-write on the fast path; undo it when over depth.
+        let before = self.posted.fetch_add(entries, Ordering::Relaxed);
+        if before + entries > depth {
+            self.posted.fetch_sub(entries, Ordering::Relaxed);
+            return Err(Error::QueueFull { queue, depth });
+        }
+        Ok(())
     }
 
     /// Gives back slots reserved for a request that failed before it was sent.

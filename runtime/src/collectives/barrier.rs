@@ -77,10 +77,8 @@ fn save(inner: &Inner, group: Group, round: Option<u32>) {
 
 fn signal(inner: &Inner, to: Rank, word: u32, epoch: u32) -> Result<()> {
     inner.peer_ok(to)?;
-    let remote = inner.remote[to.0 as usize]
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    let seg = remote[SYSTEM_SEG]
+    let tables = inner.tables.load();
+    let seg = tables.remote[to.0 as usize][SYSTEM_SEG]
         .as_ref()
         .ok_or_else(|| Error::NoTransport {
             rank: to,
