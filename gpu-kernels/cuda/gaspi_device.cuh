@@ -1,0 +1,490 @@
+// gaspi_device.cuh -- the device-side GASPI API, for a user's own kernels.
+//
+// A persistent kernel can receive, compute and send without returning to
+// the host: it waits for notifications with gaspi_notify_waitsome, clears
+// them with gaspi_notify_reset, and sends with gaspi_write_notify /
+// gaspi_notify. Everything it needs arrives in one gaspi_device_ctx,
+// passed to the kernel by value (built by the runtime; see
+// gpu-kernels/src/device_ctx.rs for the Rust mirror).
+//
+// Where a target is directly reachable (a segment of this GPU, a peer GPU's
+// segment opened with CUDA IPC, host-mapped memory) the calling threads
+// store the data themselves, fence at system scope, and one thread stores
+// the notification: data first, then the flag. Otherwise the request goes
+// into the host-mapped request ring and the rank's CPU progress engine
+// carries it out (gpu-kernels/src/ring.rs describes the protocol).
+//
+// Memory-model notes. Notification words may be written by the CPU or by
+// another GPU, so they are read with ld.acquire.sys (system scope) and
+// written with st.release.sys after __threadfence_system(). A waiting warp
+// that finds a word set orders its later reads of the data after that load
+// (acquire, then __syncwarp for the other lanes); block-wide waits add a
+// __syncthreads and a system fence in every thread.
+//
+// Include with #include "gaspi_device.cuh" (NVRTC: registered as a header
+// by gaspi_gpu_kernels::compile). Needs sm_70 or newer; no other header.
+
+#ifndef GASPI_DEVICE_CUH
+#define GASPI_DEVICE_CUH
+
+typedef unsigned int gaspi_u32;
+typedef unsigned long long gaspi_u64;
+
+// Return codes of the device calls (ids returned by waitsome are >= 0).
+#define GASPI_DEV_SUCCESS 0
+#define GASPI_DEV_ERR_ARG (-1)      // bad segment, offset, size, id or value 0
+#define GASPI_DEV_ERR_NO_ROUTE (-2) // not directly reachable and no ring
+#define GASPI_DEV_TIMEOUT (-3)      // waitsome: nothing set within the time
+
+// Timeout meaning "wait forever".
+#define GASPI_BLOCK 0xffffffffffffffffull
+
+// Ring request kinds (ring.rs: OP_WRITE_NOTIFY, OP_NOTIFY).
+#define GASPI_RING_OP_WRITE_NOTIFY 1u
+#define GASPI_RING_OP_NOTIFY 2u
+#define GASPI_RING_MAGIC 0x47524e47u
+#define GASPI_RING_VERSION 1u
+
+// Value that stops the example kernels (device_ctx.rs: STOP_VALUE).
+#define GASPI_STOP_VALUE 0xffffffffu
+
+// ---------------------------------------------------------------------------
+// Layout shared with Rust. Change together with src/device_ctx.rs and
+// src/ring.rs; the static_asserts below and the const asserts there check it.
+// ---------------------------------------------------------------------------
+
+// One segment as seen from this GPU (device_ctx.rs: SegmentDesc).
+struct gaspi_segment_desc {
+    gaspi_u64 data;          // device-visible address of byte 0; 0: not directly reachable
+    gaspi_u64 size;          // bytes
+    gaspi_u64 notifications; // device-visible address of word 0; 0: not directly reachable
+    gaspi_u32 notification_count; // 0: no such segment
+    gaspi_u32 flags;         // reserved
+};
+
+// The kernel argument (device_ctx.rs: DeviceCtx).
+struct gaspi_device_ctx {
+    gaspi_u32 rank;
+    gaspi_u32 nranks;
+    gaspi_u32 nsegments;
+    gaspi_u32 ring_capacity;  // power of two; 0: no ring
+    gaspi_u64 local;          // const gaspi_segment_desc[nsegments]
+    gaspi_u64 remote;         // const gaspi_segment_desc[nranks * nsegments]
+    gaspi_u64 ring;           // gaspi_ring_header*, slots follow it (host-mapped)
+    gaspi_u64 ring_producer;  // gaspi_ring_producer* (device memory)
+};
+
+// The ring header, in host-mapped memory (ring.rs: RingHeader).
+struct alignas(128) gaspi_ring_header {
+    gaspi_u64 tail;            // consumer: requests taken out
+    unsigned char pad0[120];
+    gaspi_u64 completed;       // consumer: requests whose source data is no longer needed
+    unsigned char pad1[120];
+    gaspi_u32 capacity;
+    gaspi_u32 slot_size;
+    gaspi_u32 magic;
+    gaspi_u32 version;
+    unsigned char pad2[112];
+};
+
+// The producers' ticket counter, in device memory (ring.rs: RingProducer).
+struct alignas(128) gaspi_ring_producer {
+    gaspi_u64 head;
+    unsigned char pad[120];
+};
+
+// One request slot (ring.rs: RingSlot).
+struct alignas(64) gaspi_ring_slot {
+    gaspi_u64 seq;             // ticket + 1 once published
+    gaspi_u32 op;
+    gaspi_u32 target_rank;
+    gaspi_u32 local_segment;
+    gaspi_u32 remote_segment;
+    gaspi_u64 local_offset;
+    gaspi_u64 remote_offset;
+    gaspi_u64 size;
+    gaspi_u32 notification_id;
+    gaspi_u32 value;
+    gaspi_u32 reserved[2];
+};
+
+// Sizes are checked everywhere. Offsets need offsetof, which NVRTC lacks:
+// with nvcc they are static_asserts, and under NVRTC gaspi_layout_offsets
+// reports them at run time (the device check compares them with Rust's
+// offset_of!, gaspi_gpu_kernels::LAYOUT_OFFSETS).
+#if defined(__CUDACC_RTC__)
+#define GASPI_CHECK_OFFSET(type, field, offset) static_assert(sizeof(type) > (offset), #type " layout")
+#else
+#define GASPI_CHECK_OFFSET(type, field, offset) static_assert(__builtin_offsetof(type, field) == (offset), #type " layout")
+#endif
+
+static_assert(sizeof(gaspi_segment_desc) == 32, "gaspi_segment_desc layout");
+static_assert(sizeof(gaspi_device_ctx) == 48, "gaspi_device_ctx layout");
+static_assert(sizeof(gaspi_ring_header) == 384, "gaspi_ring_header layout");
+static_assert(sizeof(gaspi_ring_producer) == 128, "gaspi_ring_producer layout");
+static_assert(sizeof(gaspi_ring_slot) == 64, "gaspi_ring_slot layout");
+GASPI_CHECK_OFFSET(gaspi_segment_desc, notifications, 16);
+GASPI_CHECK_OFFSET(gaspi_segment_desc, notification_count, 24);
+GASPI_CHECK_OFFSET(gaspi_device_ctx, local, 16);
+GASPI_CHECK_OFFSET(gaspi_device_ctx, ring_producer, 40);
+GASPI_CHECK_OFFSET(gaspi_ring_header, completed, 128);
+GASPI_CHECK_OFFSET(gaspi_ring_header, capacity, 256);
+GASPI_CHECK_OFFSET(gaspi_ring_header, version, 268);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, op, 8);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, local_offset, 24);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, size, 40);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, notification_id, 48);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, reserved, 56);
+
+#define GASPI_LAYOUT_FIELDS 14
+
+// Writes the offsets of the shared structs' fields, in the order of
+// gaspi_gpu_kernels::LAYOUT_OFFSETS, to out[0..GASPI_LAYOUT_FIELDS].
+__device__ inline void gaspi_layout_offsets(gaspi_u64* out) {
+    gaspi_segment_desc d;
+    gaspi_device_ctx c;
+    gaspi_ring_header h;
+    gaspi_ring_slot s;
+#define GASPI_OFF(obj, field) ((gaspi_u64)((const char*)&(obj).field - (const char*)&(obj)))
+    out[0] = GASPI_OFF(d, size);
+    out[1] = GASPI_OFF(d, notifications);
+    out[2] = GASPI_OFF(d, notification_count);
+    out[3] = GASPI_OFF(c, local);
+    out[4] = GASPI_OFF(c, ring_producer);
+    out[5] = GASPI_OFF(h, completed);
+    out[6] = GASPI_OFF(h, capacity);
+    out[7] = GASPI_OFF(h, version);
+    out[8] = GASPI_OFF(s, op);
+    out[9] = GASPI_OFF(s, target_rank);
+    out[10] = GASPI_OFF(s, local_offset);
+    out[11] = GASPI_OFF(s, size);
+    out[12] = GASPI_OFF(s, notification_id);
+    out[13] = GASPI_OFF(s, reserved);
+#undef GASPI_OFF
+}
+
+// ---------------------------------------------------------------------------
+// Memory-order primitives (generic addresses: device, peer or host-mapped).
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ gaspi_u32 gaspi_load_acquire_u32(const gaspi_u32* p) {
+    gaspi_u32 v;
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ gaspi_u64 gaspi_load_acquire_u64(const gaspi_u64* p) {
+    gaspi_u64 v;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void gaspi_store_release_u32(gaspi_u32* p, gaspi_u32 v) {
+    asm volatile("st.release.sys.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void gaspi_store_release_u64(gaspi_u64* p, gaspi_u64 v) {
+    asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ gaspi_u32 gaspi_lane_id() {
+    gaspi_u32 lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+__device__ __forceinline__ gaspi_u64 gaspi_globaltimer_ns() {
+    gaspi_u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ gaspi_u32 gaspi_block_thread() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+__device__ __forceinline__ gaspi_u32 gaspi_block_threads() {
+    return blockDim.x * blockDim.y * blockDim.z;
+}
+
+// ---------------------------------------------------------------------------
+// Segment tables.
+// ---------------------------------------------------------------------------
+
+// This rank's segment `seg`, or null when the id has no entry.
+__device__ __forceinline__ const gaspi_segment_desc* gaspi_local_segment(const gaspi_device_ctx& ctx, gaspi_u32 seg) {
+    if (seg >= ctx.nsegments || ctx.local == 0) return nullptr;
+    const gaspi_segment_desc* d = reinterpret_cast<const gaspi_segment_desc*>(ctx.local) + seg;
+    return d->notification_count == 0 ? nullptr : d;
+}
+
+// Segment `seg` of `rank`, or null when unknown.
+__device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_segment(const gaspi_device_ctx& ctx, gaspi_u32 rank, gaspi_u32 seg) {
+    if (rank >= ctx.nranks || seg >= ctx.nsegments || ctx.remote == 0) return nullptr;
+    const gaspi_segment_desc* d = reinterpret_cast<const gaspi_segment_desc*>(ctx.remote)
+        + (gaspi_u64)rank * ctx.nsegments + seg;
+    return d->notification_count == 0 ? nullptr : d;
+}
+
+// Address of byte `offset` of local segment `seg` (null if out of range).
+__device__ __forceinline__ unsigned char* gaspi_segment_ptr(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u64 offset) {
+    const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
+    if (!d || d->data == 0 || offset >= d->size) return nullptr;
+    return reinterpret_cast<unsigned char*>(d->data) + offset;
+}
+
+// ---------------------------------------------------------------------------
+// Waiting for and clearing notifications.
+// ---------------------------------------------------------------------------
+
+// Waits until one of the notification words begin..begin+num of local
+// segment `seg` is non-zero and returns the first such id; at most
+// timeout_ns nanoseconds (GASPI_BLOCK: forever; 0: look once).
+// Call from all 32 lanes of a converged warp: the lanes scan 32 words at a
+// time and all of them return the same answer. Negative on error/timeout.
+__device__ inline int gaspi_notify_waitsome_timeout(const gaspi_device_ctx& ctx, gaspi_u32 seg,
+                                                    gaspi_u32 begin, gaspi_u32 num, gaspi_u64 timeout_ns) {
+    const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
+    if (!d || d->notifications == 0 || num == 0 || (gaspi_u64)begin + num > d->notification_count) {
+        return GASPI_DEV_ERR_ARG;
+    }
+    const gaspi_u32* words = reinterpret_cast<const gaspi_u32*>(d->notifications) + begin;
+    const gaspi_u32 lane = gaspi_lane_id();
+    const gaspi_u64 start = timeout_ns == GASPI_BLOCK ? 0 : gaspi_globaltimer_ns();
+    for (;;) {
+        for (gaspi_u32 base = 0; base < num; base += 32) {
+            const gaspi_u64 i = (gaspi_u64)base + lane;
+            const gaspi_u32 v = i < num ? gaspi_load_acquire_u32(words + i) : 0u;
+            const gaspi_u32 hit = __ballot_sync(0xffffffffu, v != 0u);
+            if (hit != 0u) {
+                // The lane that saw the word did an acquire; __syncwarp orders
+                // the other lanes' later accesses after it.
+                __syncwarp();
+                return (int)(begin + base + (gaspi_u32)(__ffs((int)hit) - 1));
+            }
+            if (num - base <= 32u) break;
+        }
+        if (timeout_ns != GASPI_BLOCK && gaspi_globaltimer_ns() - start >= timeout_ns) {
+            return GASPI_DEV_TIMEOUT;
+        }
+    }
+}
+
+// gaspi_notify_waitsome_timeout with no time limit (warp-collective).
+__device__ inline int gaspi_notify_waitsome(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 begin, gaspi_u32 num) {
+    return gaspi_notify_waitsome_timeout(ctx, seg, begin, num, GASPI_BLOCK);
+}
+
+// Block-collective waitsome: the first warp waits, every thread of the block
+// gets the id. Call from all threads of a block whose size is a multiple of 32.
+__device__ inline int gaspi_notify_waitsome_block(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 begin, gaspi_u32 num) {
+    __shared__ int gaspi_waitsome_result;
+    const gaspi_u32 t = gaspi_block_thread();
+    if (t < 32u) {
+        const int id = gaspi_notify_waitsome(ctx, seg, begin, num);
+        if (t == 0u) gaspi_waitsome_result = id;
+    }
+    __syncthreads();
+    const int id = gaspi_waitsome_result;
+    // Every thread fences so its reads of the data that came with the
+    // notification are ordered after the first warp's acquire.
+    __threadfence_system();
+    __syncthreads(); // the shared slot may be reused by the next call
+    return id;
+}
+
+// Atomically sets notification `id` of local segment `seg` to 0 and returns
+// the value it had (0 also for an id outside the segment). One thread.
+__device__ inline gaspi_u32 gaspi_notify_reset(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 id) {
+    const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
+    if (!d || d->notifications == 0 || id >= d->notification_count) return 0u;
+    gaspi_u32* word = reinterpret_cast<gaspi_u32*>(d->notifications) + id;
+    return atomicExch_system(word, 0u);
+}
+
+// ---------------------------------------------------------------------------
+// The request ring (producer side).
+// ---------------------------------------------------------------------------
+
+// Posts one request; waits (polls) while the ring is full. One thread.
+__device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op, gaspi_u32 rank,
+                                      gaspi_u32 local_seg, gaspi_u64 local_off,
+                                      gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size,
+                                      gaspi_u32 id, gaspi_u32 value) {
+    if (ctx.ring == 0 || ctx.ring_producer == 0 || ctx.ring_capacity == 0) return GASPI_DEV_ERR_NO_ROUTE;
+    gaspi_ring_header* header = reinterpret_cast<gaspi_ring_header*>(ctx.ring);
+    gaspi_ring_slot* slots = reinterpret_cast<gaspi_ring_slot*>(ctx.ring + sizeof(gaspi_ring_header));
+    gaspi_ring_producer* producer = reinterpret_cast<gaspi_ring_producer*>(ctx.ring_producer);
+    const gaspi_u64 ticket = atomicAdd(&producer->head, 1ull);
+    // Full: wait until the consumer has taken ticket - capacity.
+    while (ticket - gaspi_load_acquire_u64(&header->tail) >= (gaspi_u64)ctx.ring_capacity) {
+        __nanosleep(256);
+    }
+    gaspi_ring_slot* s = slots + (ticket & (gaspi_u64)(ctx.ring_capacity - 1u));
+    s->op = op;
+    s->target_rank = rank;
+    s->local_segment = local_seg;
+    s->remote_segment = remote_seg;
+    s->local_offset = local_off;
+    s->remote_offset = remote_off;
+    s->size = size;
+    s->notification_id = id;
+    s->value = value;
+    s->reserved[0] = 0u;
+    s->reserved[1] = 0u;
+    // Publish: the field stores (and this thread's earlier writes) become
+    // visible to the CPU before seq does.
+    gaspi_store_release_u64(&s->seq, ticket + 1ull);
+    return GASPI_DEV_SUCCESS;
+}
+
+// Waits until the progress engine has finished with the source data of every
+// request posted so far (local completion of ring requests). One thread.
+__device__ inline int gaspi_ring_quiet(const gaspi_device_ctx& ctx) {
+    if (ctx.ring == 0 || ctx.ring_producer == 0) return GASPI_DEV_SUCCESS;
+    const gaspi_ring_header* header = reinterpret_cast<const gaspi_ring_header*>(ctx.ring);
+    gaspi_ring_producer* producer = reinterpret_cast<gaspi_ring_producer*>(ctx.ring_producer);
+    const gaspi_u64 posted = atomicAdd(&producer->head, 0ull);
+    while (gaspi_load_acquire_u64(&header->completed) < posted) {
+        __nanosleep(256);
+    }
+    return GASPI_DEV_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------
+// Sending.
+// ---------------------------------------------------------------------------
+
+// The checked route of a write_notify (identical in every calling thread).
+struct gaspi_route {
+    const unsigned char* src;
+    unsigned char* dst;
+    gaspi_u32* word;
+    bool direct;
+};
+
+__device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                        gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
+                                        gaspi_u64 size, gaspi_u32 id, gaspi_u32 value, gaspi_route* r) {
+    if (value == 0u) return GASPI_DEV_ERR_ARG;
+    const gaspi_segment_desc* l = gaspi_local_segment(ctx, local_seg);
+    if (!l || local_off > l->size || size > l->size - local_off || (size != 0 && l->data == 0)) {
+        return GASPI_DEV_ERR_ARG;
+    }
+    const gaspi_segment_desc* d = gaspi_remote_segment(ctx, rank, remote_seg);
+    if (!d || id >= d->notification_count || remote_off > d->size || size > d->size - remote_off) {
+        return GASPI_DEV_ERR_ARG;
+    }
+    r->src = reinterpret_cast<const unsigned char*>(l->data) + local_off;
+    r->direct = d->notifications != 0 && (size == 0 || d->data != 0);
+    r->dst = r->direct ? reinterpret_cast<unsigned char*>(d->data) + remote_off : nullptr;
+    r->word = r->direct ? reinterpret_cast<gaspi_u32*>(d->notifications) + id : nullptr;
+    return GASPI_DEV_SUCCESS;
+}
+
+// Copies size bytes with `n` cooperating threads (this one is number `t`):
+// 16-byte vectors when both ends allow, else 4-byte words, else bytes.
+__device__ inline void gaspi_copy(unsigned char* dst, const unsigned char* src, gaspi_u64 size, gaspi_u32 t, gaspi_u32 n) {
+    const gaspi_u64 a = reinterpret_cast<gaspi_u64>(dst) | reinterpret_cast<gaspi_u64>(src);
+    gaspi_u64 done = 0;
+    if ((a & 15u) == 0) {
+        const gaspi_u64 vecs = size / 16;
+        uint4* d = reinterpret_cast<uint4*>(dst);
+        const uint4* s = reinterpret_cast<const uint4*>(src);
+        for (gaspi_u64 i = t; i < vecs; i += n) d[i] = s[i];
+        done = vecs * 16;
+    } else if ((a & 3u) == 0) {
+        const gaspi_u64 words = size / 4;
+        gaspi_u32* d = reinterpret_cast<gaspi_u32*>(dst);
+        const gaspi_u32* s = reinterpret_cast<const gaspi_u32*>(src);
+        for (gaspi_u64 i = t; i < words; i += n) d[i] = s[i];
+        done = words * 4;
+    }
+    for (gaspi_u64 i = done + t; i < size; i += n) dst[i] = src[i];
+}
+
+// Sets notification `id` of segment `seg` on `rank` to `value` (non-zero),
+// after this thread's earlier writes. One thread. Direct store when the
+// word is reachable, otherwise a ring request.
+__device__ inline int gaspi_notify(const gaspi_device_ctx& ctx, gaspi_u32 rank, gaspi_u32 seg, gaspi_u32 id, gaspi_u32 value) {
+    if (value == 0u) return GASPI_DEV_ERR_ARG;
+    const gaspi_segment_desc* d = gaspi_remote_segment(ctx, rank, seg);
+    if (!d || id >= d->notification_count) return GASPI_DEV_ERR_ARG;
+    if (d->notifications != 0) {
+        __threadfence_system();
+        gaspi_store_release_u32(reinterpret_cast<gaspi_u32*>(d->notifications) + id, value);
+        return GASPI_DEV_SUCCESS;
+    }
+    return gaspi_ring_post(ctx, GASPI_RING_OP_NOTIFY, rank, 0u, 0ull, seg, 0ull, 0ull, id, value);
+}
+
+// write_notify by one thread.
+__device__ inline int gaspi_write_notify_thread(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                                gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
+                                                gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
+    gaspi_route r;
+    const int rc = gaspi_route_write(ctx, local_seg, local_off, rank, remote_seg, remote_off, size, id, value, &r);
+    if (rc != GASPI_DEV_SUCCESS) return rc;
+    if (r.direct) {
+        gaspi_copy(r.dst, r.src, size, 0u, 1u);
+        __threadfence_system();
+        gaspi_store_release_u32(r.word, value);
+        return GASPI_DEV_SUCCESS;
+    }
+    __threadfence_system();
+    return gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, rank, local_seg, local_off, remote_seg, remote_off, size, id, value);
+}
+
+// write_notify by a whole warp (all 32 lanes, same arguments): the lanes copy,
+// each fences, lane 0 stores the notification or posts the request.
+__device__ inline int gaspi_write_notify_warp(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                              gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
+                                              gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
+    gaspi_route r;
+    int rc = gaspi_route_write(ctx, local_seg, local_off, rank, remote_seg, remote_off, size, id, value, &r);
+    if (rc != GASPI_DEV_SUCCESS) return rc;
+    const gaspi_u32 lane = gaspi_lane_id();
+    if (r.direct) gaspi_copy(r.dst, r.src, size, lane, 32u);
+    __threadfence_system();
+    __syncwarp();
+    if (lane == 0u) {
+        if (r.direct) {
+            gaspi_store_release_u32(r.word, value);
+        } else {
+            rc = gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, rank, local_seg, local_off, remote_seg, remote_off, size, id, value);
+        }
+    }
+    return __shfl_sync(0xffffffffu, rc, 0);
+}
+
+// write_notify by a whole block (all threads, same arguments): the threads
+// copy, each fences, the block synchronises, thread 0 stores the
+// notification or posts the request. When it returns the source may be
+// reused (direct path) or must be kept until gaspi_ring_quiet (ring path).
+__device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                         gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
+                                         gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
+    __shared__ int gaspi_write_notify_result;
+    gaspi_route r;
+    const int rc = gaspi_route_write(ctx, local_seg, local_off, rank, remote_seg, remote_off, size, id, value, &r);
+    if (rc != GASPI_DEV_SUCCESS) return rc;
+    const gaspi_u32 t = gaspi_block_thread();
+    if (r.direct) gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
+    __threadfence_system();
+    __syncthreads();
+    if (t == 0u) {
+        if (r.direct) {
+            gaspi_store_release_u32(r.word, value);
+            gaspi_write_notify_result = GASPI_DEV_SUCCESS;
+        } else {
+            gaspi_write_notify_result = gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, rank, local_seg, local_off,
+                                                        remote_seg, remote_off, size, id, value);
+        }
+    }
+    __syncthreads();
+    const int result = gaspi_write_notify_result;
+    __syncthreads(); // the shared slot may be reused by the next call
+    return result;
+}
+
+#endif // GASPI_DEVICE_CUH

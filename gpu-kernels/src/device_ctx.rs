@@ -1,0 +1,114 @@
+//! The context a kernel receives: what the device-side GASPI calls need to
+//! know, as plain `#[repr(C)]` data passed to the kernel by value.
+//!
+//! The kernel argument itself is small (48 bytes) so it fits any launch;
+//! the per-segment tables it points to live in device memory, filled by the
+//! runtime when it builds the context. They are a snapshot: a segment
+//! created or a peer mapped later needs a new context (a new launch).
+//!
+//! `cuda/gaspi_device.cuh` declares the same structs (`gaspi_segment_desc`,
+//! `gaspi_device_ctx`) and checks their layout with `static_assert`; the
+//! `const` assertions below check this side.
+
+/// Where one segment's bytes and notification words are, as seen from the
+/// GPU running the kernel. 32 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentDesc {
+    /// Device-visible address of the segment's first byte; 0 when the GPU
+    /// cannot store into it directly (then requests go through the ring).
+    pub data: u64,
+    /// Segment size in bytes (known even when `data` is 0, for checks).
+    pub size: u64,
+    /// Device-visible address of notification word 0; 0 when not directly
+    /// reachable.
+    pub notifications: u64,
+    /// Number of notification words; 0 marks "no such segment".
+    pub notification_count: u32,
+    /// Reserved, 0.
+    pub flags: u32,
+}
+
+impl SegmentDesc {
+    /// A segment the device knows the shape of but cannot reach directly:
+    /// `write_notify`/`notify` to it go through the request ring.
+    pub const fn via_ring(size: u64, notification_count: u32) -> SegmentDesc {
+        SegmentDesc {
+            data: 0,
+            size,
+            notifications: 0,
+            notification_count,
+            flags: 0,
+        }
+    }
+
+    /// A segment the device can store into directly.
+    pub const fn direct(
+        data: u64,
+        size: u64,
+        notifications: u64,
+        notification_count: u32,
+    ) -> SegmentDesc {
+        SegmentDesc {
+            data,
+            size,
+            notifications,
+            notification_count,
+            flags: 0,
+        }
+    }
+}
+
+/// The kernel argument `gaspi_device_ctx`. 48 bytes, passed by value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceCtx {
+    /// This rank.
+    pub rank: u32,
+    /// Number of ranks (rows of the `remote` table).
+    pub nranks: u32,
+    /// Segment ids `0..nsegments` have table entries.
+    pub nsegments: u32,
+    /// Slots of the request ring (a power of two), 0 when there is none.
+    pub ring_capacity: u32,
+    /// Device address of `[SegmentDesc; nsegments]`: this rank's segments,
+    /// indexed by segment id (data and notification words local to the
+    /// kernel: where `notify_waitsome` polls).
+    pub local: u64,
+    /// Device address of `[SegmentDesc; nranks * nsegments]`, entry
+    /// `rank * nsegments + segment`: where `write_notify` to (rank, segment)
+    /// goes. This rank's own row repeats `local`.
+    pub remote: u64,
+    /// Device address of the request ring (host-mapped [`RingHeader`]
+    /// followed by the slots); 0 when there is none.
+    ///
+    /// [`RingHeader`]: crate::ring::RingHeader
+    pub ring: u64,
+    /// Device address of the [`RingProducer`] counter (device memory,
+    /// zeroed); 0 when there is no ring.
+    ///
+    /// [`RingProducer`]: crate::ring::RingProducer
+    pub ring_producer: u64,
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<SegmentDesc>() == 32);
+    assert!(std::mem::offset_of!(SegmentDesc, size) == 8);
+    assert!(std::mem::offset_of!(SegmentDesc, notifications) == 16);
+    assert!(std::mem::offset_of!(SegmentDesc, notification_count) == 24);
+    assert!(std::mem::size_of::<DeviceCtx>() == 48);
+    assert!(std::mem::offset_of!(DeviceCtx, local) == 16);
+    assert!(std::mem::offset_of!(DeviceCtx, remote) == 24);
+    assert!(std::mem::offset_of!(DeviceCtx, ring) == 32);
+    assert!(std::mem::offset_of!(DeviceCtx, ring_producer) == 40);
+};
+
+// SAFETY: DeviceCtx is `#[repr(C)]` plain data (integers only) whose layout
+// matches `gaspi_device_ctx` in gaspi_device.cuh (asserted on both sides),
+// so passing a pointer to it as a kernel parameter copies exactly the
+// struct the kernel declares.
+unsafe impl cudarc::driver::DeviceRepr for DeviceCtx {}
+
+/// The value that stops the example kernels (`echo`, `matvec_persistent`)
+/// when stored into the notification word they wait on.
+pub const STOP_VALUE: u32 = 0xffff_ffff;

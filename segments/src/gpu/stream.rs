@@ -1,0 +1,176 @@
+//! Streams, copies and stream-ordered notification writes.
+//!
+//! A `write_notify` into GPU memory that the CPU cannot store into directly
+//! is two operations on one stream: the data copy, then a 4-byte write of
+//! the notification word. The stream executes them in order, and
+//! `cuStreamWriteValue32` (without the no-barrier flag) fences before it
+//! writes, so a kernel polling the word never sees the flag before the data.
+//! The CPU enqueues both and moves on; [`synchronize`] is only for local
+//! completion.
+//!
+//! The copy functions take raw addresses because the runtime computes them
+//! from segment bases and offsets it has already bounds-checked; they are
+//! `unsafe` because the memory must stay valid until the stream has run the
+//! copy, which no Rust lifetime here can express.
+
+use super::{DevicePtr, GpuContext, GpuError};
+use cudarc::driver::{sys, CudaStream};
+use std::sync::Arc;
+
+/// A non-blocking CUDA stream of one device.
+#[derive(Debug, Clone)]
+pub struct GpuStream {
+    ctx: GpuContext,
+    stream: Arc<CudaStream>,
+}
+
+impl GpuStream {
+    /// Creates a stream on `device` that does not synchronise with the
+    /// legacy default stream.
+    pub fn new(device: u32) -> Result<GpuStream, GpuError> {
+        let ctx = GpuContext::new(device)?;
+        let stream = ctx
+            .cuda()
+            .new_stream()
+            .map_err(GpuError::cuda("cuStreamCreate"))?;
+        Ok(GpuStream { ctx, stream })
+    }
+
+    /// The context of the stream.
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// The cudarc stream, for launching kernels on it.
+    pub fn cuda(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    fn raw(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+}
+
+/// Enqueues a copy of `len` bytes from host memory at `src` to device
+/// address `dst`.
+///
+/// # Safety
+/// `src..src+len` must be readable host memory and `dst..dst+len` device
+/// memory (or device-mapped host memory) of the stream's device or reachable
+/// from it, and both must stay valid until the stream has executed the copy
+/// ([`synchronize`]). For pageable `src` the driver stages the data before
+/// returning; for pinned `src` it reads it later, so it must not change.
+pub unsafe fn copy_host_to_device(
+    stream: &GpuStream,
+    dst: DevicePtr,
+    src: *const u8,
+    len: usize,
+) -> Result<(), GpuError> {
+    stream.ctx.bind()?;
+    // SAFETY: the caller guarantees both ranges for `len` bytes until the
+    // copy has run; the stream belongs to the current context.
+    unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), len, stream.raw()) }
+        .result()
+        .map_err(GpuError::cuda("cuMemcpyHtoDAsync"))
+}
+
+/// Enqueues a copy of `len` bytes from device address `src` to host memory
+/// at `dst`.
+///
+/// # Safety
+/// `dst..dst+len` must be writable host memory that nothing else accesses
+/// until the copy has run ([`synchronize`]), and `src..src+len` device memory
+/// reachable from the stream's device that stays valid until then.
+pub unsafe fn copy_device_to_host(
+    stream: &GpuStream,
+    dst: *mut u8,
+    src: DevicePtr,
+    len: usize,
+) -> Result<(), GpuError> {
+    stream.ctx.bind()?;
+    // SAFETY: the caller guarantees both ranges until the copy has run.
+    unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, len, stream.raw()) }
+        .result()
+        .map_err(GpuError::cuda("cuMemcpyDtoHAsync"))
+}
+
+/// Enqueues a copy of `len` bytes between device addresses: within one
+/// device, or from `src_ctx`'s device to `dst_ctx`'s (a peer GPU;
+/// `cuMemcpyPeerAsync`, which takes the direct path when peer access is
+/// enabled and stages through the host otherwise).
+///
+/// Memory opened with [`GpuIpcMapping`](super::GpuIpcMapping) belongs to the
+/// context it was opened in (`mapping.context()`); with unified addressing
+/// the driver finds the physical device itself.
+///
+/// # Safety
+/// `src..src+len` must be device memory of `src_ctx`, `dst..dst+len` of
+/// `dst_ctx`, and both must stay valid until the copy has run; nothing else
+/// may write `dst..dst+len` meanwhile.
+pub unsafe fn copy_device_to_device(
+    stream: &GpuStream,
+    dst: DevicePtr,
+    dst_ctx: &GpuContext,
+    src: DevicePtr,
+    src_ctx: &GpuContext,
+    len: usize,
+) -> Result<(), GpuError> {
+    stream.ctx.bind()?;
+    if dst_ctx.device() == src_ctx.device() {
+        // SAFETY: the caller guarantees both ranges until the copy has run;
+        // with unified addressing cuMemcpyAsync infers the memory kinds.
+        unsafe { sys::cuMemcpyAsync(dst, src, len, stream.raw()) }
+            .result()
+            .map_err(GpuError::cuda("cuMemcpyAsync"))
+    } else {
+        // SAFETY: as above; both contexts are retained by the caller's
+        // `GpuContext` values for the duration of the call.
+        unsafe { sys::cuMemcpyPeerAsync(dst, dst_ctx.raw(), src, src_ctx.raw(), len, stream.raw()) }
+            .result()
+            .map_err(GpuError::cuda("cuMemcpyPeerAsync"))
+    }
+}
+
+/// Enqueues a 4-byte write of `value` to `dst` that happens after all work
+/// enqueued on the stream before it, with a memory fence in between: the
+/// notification store of a stream-ordered `write_notify`.
+///
+/// `dst` may be device memory or device-mapped pinned host memory (use its
+/// `device_ptr`). Managed memory is not allowed.
+///
+/// # Safety
+/// `dst` must be a 4-byte aligned address valid for a 4-byte write from the
+/// stream's device until the stream has executed the write.
+pub unsafe fn stream_write_u32(
+    stream: &GpuStream,
+    dst: DevicePtr,
+    value: u32,
+) -> Result<(), GpuError> {
+    if dst % 4 != 0 {
+        return Err(GpuError::InvalidArgument(format!(
+            "stream_write_u32 to unaligned address {dst:#x}"
+        )));
+    }
+    stream.ctx.bind()?;
+    // SAFETY: the caller guarantees `dst` is writable until the write has
+    // run; flag 0 (CU_STREAM_WRITE_VALUE_DEFAULT) keeps the fence that
+    // orders the earlier copies before this write.
+    unsafe {
+        sys::cuStreamWriteValue32_v2(
+            stream.raw(),
+            dst,
+            value,
+            sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+        )
+    }
+    .result()
+    .map_err(GpuError::cuda("cuStreamWriteValue32"))
+}
+
+/// Waits until everything enqueued on `stream` so far has finished.
+pub fn synchronize(stream: &GpuStream) -> Result<(), GpuError> {
+    stream
+        .stream
+        .synchronize()
+        .map_err(GpuError::cuda("cuStreamSynchronize"))
+}
