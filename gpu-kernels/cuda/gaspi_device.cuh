@@ -306,20 +306,38 @@ __device__ inline gaspi_u32 gaspi_notify_reset(const gaspi_device_ctx& ctx, gasp
 // The request ring (producer side).
 // ---------------------------------------------------------------------------
 
-// Posts one request; waits (polls) while the ring is full. One thread.
+// Posts one request; waits (polls) while the ring is full. Called by one
+// thread; lanes of a warp that post at the same time are aggregated: one
+// atomic reserves their tickets and one lane waits for room for all of them,
+// so 8,192 posting threads do not each poll the host-mapped tail across
+// PCIe. (Hence the ring needs at least 32 slots: ring.rs RING_MIN_CAPACITY.)
 __device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op, gaspi_u32 rank,
                                       gaspi_u32 local_seg, gaspi_u64 local_off,
                                       gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size,
                                       gaspi_u32 id, gaspi_u32 value) {
-    if (ctx.ring == 0 || ctx.ring_producer == 0 || ctx.ring_capacity == 0) return GASPI_DEV_ERR_NO_ROUTE;
+    if (ctx.ring == 0 || ctx.ring_producer == 0 || ctx.ring_capacity < 32u) return GASPI_DEV_ERR_NO_ROUTE;
     gaspi_ring_header* header = reinterpret_cast<gaspi_ring_header*>(ctx.ring);
     gaspi_ring_slot* slots = reinterpret_cast<gaspi_ring_slot*>(ctx.ring + sizeof(gaspi_ring_header));
     gaspi_ring_producer* producer = reinterpret_cast<gaspi_ring_producer*>(ctx.ring_producer);
-    const gaspi_u64 ticket = atomicAdd(&producer->head, 1ull);
-    // Full: wait until the consumer has taken ticket - capacity.
-    while (ticket - gaspi_load_acquire_u64(&header->tail) >= (gaspi_u64)ctx.ring_capacity) {
-        __nanosleep(256);
+    const gaspi_u32 group = __activemask();
+    const gaspi_u32 lane = gaspi_lane_id();
+    const gaspi_u32 leader = (gaspi_u32)(__ffs((int)group) - 1);
+    const gaspi_u32 count = (gaspi_u32)__popc((int)group);
+    gaspi_u64 base = 0;
+    if (lane == leader) base = atomicAdd(&producer->head, (gaspi_u64)count);
+    base = __shfl_sync(group, base, (int)leader);
+    const gaspi_u64 ticket = base + (gaspi_u32)__popc((int)(group & ((1u << lane) - 1u)));
+    if (lane == leader) {
+        // Full: wait until the consumer has taken (last ticket - capacity);
+        // that ticket belongs to an earlier reservation since count <= 32 <= capacity.
+        const gaspi_u64 last = base + count - 1u;
+        unsigned int pause = 64;
+        while (last - gaspi_load_acquire_u64(&header->tail) >= (gaspi_u64)ctx.ring_capacity) {
+            __nanosleep(pause);
+            if (pause < 2048u) pause *= 2u;
+        }
     }
+    __syncwarp(group);
     gaspi_ring_slot* s = slots + (ticket & (gaspi_u64)(ctx.ring_capacity - 1u));
     s->op = op;
     s->target_rank = rank;

@@ -1,15 +1,19 @@
 // matvec.cu -- batched 32x32 f32 matrix times vectors.
 //
 // Segment layout used by matvec_persistent (byte offsets; B = batch capacity
-// in vectors, one vector = 32 floats = 128 bytes):
-//   in_seg:   (host-mapped or GPU memory) [0, 4096) the matrix, row-major; buffer b in {0,1} at
-//             4096 + b * B * 128. Notification b: "buffer b holds value
-//             vectors" (1..=B), or GASPI_STOP_VALUE.
+// in vectors, one vector = 32 floats = 128 bytes; G = number of blocks):
+//   in_seg:   (host-mapped or GPU memory) [0, 4096) the matrix, row-major;
+//             buffer b in {0,1} at 4096 + b * B * 128. Notification
+//             b * G + g: "buffer b holds `value` vectors" (1..=B), set for
+//             every block g, or GASPI_STOP_VALUE.
 //   work_seg: result buffer b at b * B * 128 (local, usually GPU memory).
-//   out_seg on out_rank: result buffer b at b * B * 128; notification b is
-//             set to the number of vectors once the results are there.
-// The producer keeps at most two batches in flight (double buffering): it
-// refills buffer b only after notification b of out_seg arrived.
+//   out_seg on out_rank: result buffer b at b * B * 128; block g sets
+//             notification b * G + g to the batch's vector count once its
+//             share of the results is there (the batch is done when all G
+//             are set).
+// Batches alternate between the buffers (batch k uses buffer k % 2), and
+// the producer refills buffer b only after all G result notifications of
+// its previous batch arrived (double buffering).
 
 #include "gaspi_device.cuh"
 
@@ -43,9 +47,10 @@ extern "C" __global__ void matvec_batch(const float* matrix, const float* in, fl
     }
 }
 
-// (b) Persistent: one block (a multiple of 32 threads) keeps the matrix in
-// shared memory, waits for batch notifications, computes into work_seg and
-// sends the results with gaspi_write_notify. Stops on GASPI_STOP_VALUE.
+// (b) Persistent: G blocks (each a multiple of 32 threads) keep the matrix in
+// shared memory; block g waits for the notification of its share of the
+// next batch, computes it into work_seg and sends it with
+// gaspi_write_notify. Stops on GASPI_STOP_VALUE.
 extern "C" __global__ void matvec_persistent(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int work_seg,
                                              unsigned int out_rank, unsigned int out_seg, unsigned int batch_capacity) {
     __shared__ float m[MATVEC_N][MATVEC_N + 1];
@@ -62,18 +67,26 @@ extern "C" __global__ void matvec_persistent(gaspi_device_ctx ctx, unsigned int 
     const unsigned int warp = t / 32u;
     const unsigned int warps = threads / 32u;
     const gaspi_u64 buffer_bytes = (gaspi_u64)batch_capacity * MATVEC_N * sizeof(float);
-    for (;;) {
-        const int id = gaspi_notify_waitsome_block(ctx, in_seg, 0, 2);
+    const unsigned int g = blockIdx.x;
+    const unsigned int blocks = gridDim.x;
+    for (unsigned int k = 0;; ++k) {
+        const unsigned int b = k & 1u;
+        const unsigned int word = b * blocks + g;
+        const int id = gaspi_notify_waitsome_block(ctx, in_seg, word, 1);
         if (id < 0) return;
-        if (t == 0) batch_value = gaspi_notify_reset(ctx, in_seg, (unsigned int)id);
+        if (t == 0) batch_value = gaspi_notify_reset(ctx, in_seg, word);
         __syncthreads();
         const unsigned int value = batch_value;
         __syncthreads();
         if (value == GASPI_STOP_VALUE || value == 0u) return;
-        const unsigned int nvec = value < batch_capacity ? value : batch_capacity;
-        const float* in = reinterpret_cast<const float*>(gaspi_segment_ptr(ctx, in_seg, 4096 + id * buffer_bytes));
-        float* out = reinterpret_cast<float*>(gaspi_segment_ptr(ctx, work_seg, id * buffer_bytes));
-        if (in == nullptr || out == nullptr) return;
+        const unsigned int total = value < batch_capacity ? value : batch_capacity;
+        const unsigned int share = (total + blocks - 1u) / blocks;
+        const unsigned int first = min(total, g * share);
+        const unsigned int nvec = min(total, first + share) - first;
+        const gaspi_u64 offset = b * buffer_bytes + (gaspi_u64)first * MATVEC_N * sizeof(float);
+        const float* in = reinterpret_cast<const float*>(gaspi_segment_ptr(ctx, in_seg, 4096 + offset));
+        float* out = reinterpret_cast<float*>(gaspi_segment_ptr(ctx, work_seg, offset));
+        if (nvec != 0u && (in == nullptr || out == nullptr)) return;
         // Each warp keeps MATVEC_ILP loads in flight: the input may sit across
         // PCIe (host-mapped), where latency, not bandwidth, limits one block.
         for (unsigned int v0 = warp; v0 < nvec; v0 += warps * MATVEC_ILP) {
@@ -91,8 +104,8 @@ extern "C" __global__ void matvec_persistent(gaspi_device_ctx ctx, unsigned int 
         }
         // gaspi_write_notify synchronises the block before it copies.
         __syncthreads();
-        const int rc = gaspi_write_notify(ctx, work_seg, id * buffer_bytes, out_rank, out_seg, id * buffer_bytes,
-                                          (gaspi_u64)nvec * MATVEC_N * sizeof(float), (unsigned int)id, nvec);
+        const int rc = gaspi_write_notify(ctx, work_seg, offset, out_rank, out_seg, offset,
+                                          (gaspi_u64)nvec * MATVEC_N * sizeof(float), word, total);
         if (rc != GASPI_DEV_SUCCESS) return;
     }
 }

@@ -7,14 +7,18 @@
 //! - `segments`: `gaspi-segments`' GPU memory: zeroed and aligned
 //!   allocations, copies, stream-ordered notification writes, CUDA IPC into
 //!   a second process;
-//! - `echo` and `echo_reference`: notification round trips between the CPU
-//!   and a persistent kernel polling host-mapped memory, against the
-//!   ordinary way (4-byte copy, kernel launch, synchronise per round trip);
+//! - `echo`, `echo_stream_write` and `echo_reference`: notification round
+//!   trips between the CPU and a persistent kernel polling a word in
+//!   host-mapped memory (set by a CPU store) or in GPU memory (set by
+//!   `cuStreamWriteValue32`), against the ordinary way (4-byte copy, kernel
+//!   launch, synchronise per round trip);
 //! - `matvec_batch` and `matvec_persistent`: batched 32x32 matrix-vector
 //!   products checked against a CPU reference, launched per batch and
-//!   served by a persistent kernel with double buffering;
+//!   served by a persistent kernel (1, 16, 64 blocks) with double buffering,
+//!   fed through host-mapped memory or copies plus stream-written
+//!   notifications;
 //! - `ring`: 65,537 requests posted by 8,192 GPU threads through a 256-slot
-//!   request ring, consumed by this process and checked one by one.
+//!   and a 4096-slot request ring, consumed here and checked one by one.
 //!
 //! Without a GPU it prints the reason and exits with status 0 (skip).
 //! Usage: `gpu_smoke [--rounds N]`. The NVRTC library must be on the
@@ -319,8 +323,8 @@ fn segments() -> Check {
     // Zeroed, aligned, rounded.
     let a = GpuMemory::alloc(0, 3 << 20).map_err(e("alloc a"))?;
     let b = GpuMemory::alloc(0, 1000).map_err(e("alloc b"))?;
-    let aligned = a.device_ptr() % gpu::GPU_PAGE_SIZE as u64 == 0
-        && b.device_ptr() % gpu::GPU_PAGE_SIZE as u64 == 0;
+    let page_mask = gpu::GPU_PAGE_SIZE as u64 - 1;
+    let aligned = a.device_ptr() & page_mask == 0 && b.device_ptr() & page_mask == 0;
     let zero: Vec<u8> = download(&stream, a.device_ptr(), a.len())?;
     let zeroed = zero.iter().all(|&x| x == 0);
     // host -> a -> b (device to device) -> host
@@ -433,22 +437,25 @@ fn ipc_child(args: &[String]) -> Check {
     gpu::synchronize(&stream).map_err(e("sync"))
 }
 
-fn echo(rounds: usize) -> Check {
-    const WARMUP: usize = 200;
-    let ctx = GpuContext::new(0).map_err(e("context"))?;
+/// Runs the persistent echo kernel for `WARMUP + rounds` round trips: `post`
+/// sets the request word (at device address `request`), the kernel answers
+/// in word 0 of `answer`. Returns the sorted round-trip times (ns) after the
+/// warm-up.
+fn persistent_echo(
+    echo: &cudarc::driver::CudaFunction,
+    rounds: usize,
+    request: u64,
+    post: &dyn Fn(u32) -> Check,
+    answer: &PinnedHostMemory,
+) -> Result<Vec<u64>, String> {
     let stream = GpuStream::new(0).map_err(e("stream"))?;
-    let module = compile_load(&ctx, kernels::ECHO_SOURCE, "echo.cu")?;
-    let echo = kernels::function(&module, "gaspi_echo").map_err(|e| e.to_string())?;
-    let once = kernels::function(&module, "gaspi_echo_once").map_err(|e| e.to_string())?;
-    // Segment 0: the word the CPU writes; segment 1: the word the GPU answers in.
-    let request = PinnedHostMemory::alloc(0, 4096).map_err(e("pinned"))?;
-    let answer = PinnedHostMemory::alloc(0, 4096).map_err(e("pinned"))?;
+    // Segment 0: the word the CPU sets; segment 1: the word the GPU answers in.
     let local = [
-        SegmentDesc::direct(0, 0, request.device_ptr(), 1),
+        SegmentDesc::direct(0, 0, request, 1),
         SegmentDesc::direct(0, 0, answer.device_ptr(), 1),
     ];
     let (_table, dctx) = build_ctx(&stream, &local, &[local.to_vec()])?;
-    let total = (WARMUP + rounds) as u32;
+    let total = (ECHO_WARMUP + rounds) as u32;
     let cfg = LaunchConfig {
         grid_dim: (1, 1, 1),
         block_dim: (32, 1, 1),
@@ -461,7 +468,7 @@ fn echo(rounds: usize) -> Check {
     unsafe {
         stream
             .cuda()
-            .launch_builder(&echo)
+            .launch_builder(echo)
             .arg(&dctx)
             .arg(&in_seg)
             .arg(&out_seg)
@@ -469,29 +476,50 @@ fn echo(rounds: usize) -> Check {
             .launch(cfg)
     }
     .map_err(e("launch echo"))?;
-    let req = &request.as_atomic_u32s()[0];
     let ans = &answer.as_atomic_u32s()[0];
     let mut samples = Vec::with_capacity(rounds);
     for round in 1..=total {
         let start = Instant::now();
-        req.store(round, Ordering::Release);
+        post(round)?;
         if !spin_until(Duration::from_secs(5), || ans.load(Ordering::Acquire) != 0) {
-            req.store(STOP_VALUE, Ordering::Release);
+            let _ = post(STOP_VALUE);
             return Err(format!("no answer to round {round} within 5 s"));
         }
         let got = ans.swap(0, Ordering::AcqRel);
         let elapsed = start.elapsed().as_nanos() as u64;
         if got != round {
-            req.store(STOP_VALUE, Ordering::Release);
+            let _ = post(STOP_VALUE);
             return Err(format!("round {round} answered with {got}"));
         }
-        if round as usize > WARMUP {
+        if round as usize > ECHO_WARMUP {
             samples.push(elapsed);
         }
     }
     // The kernel exits after `total` rounds by itself.
     gpu::synchronize(&stream).map_err(e("sync echo"))?;
     samples.sort_unstable();
+    Ok(samples)
+}
+
+const ECHO_WARMUP: usize = 200;
+
+fn echo(rounds: usize) -> Check {
+    const WARMUP: usize = ECHO_WARMUP;
+    let ctx = GpuContext::new(0).map_err(e("context"))?;
+    let stream = GpuStream::new(0).map_err(e("stream"))?;
+    let module = compile_load(&ctx, kernels::ECHO_SOURCE, "echo.cu")?;
+    let echo = kernels::function(&module, "gaspi_echo").map_err(|e| e.to_string())?;
+    let once = kernels::function(&module, "gaspi_echo_once").map_err(|e| e.to_string())?;
+    let answer = PinnedHostMemory::alloc(0, 4096).map_err(e("pinned"))?;
+
+    // (1) The request word in host-mapped memory: the CPU stores it.
+    let request = PinnedHostMemory::alloc(0, 4096).map_err(e("pinned"))?;
+    let req = &request.as_atomic_u32s()[0];
+    let store = |value: u32| -> Check {
+        req.store(value, Ordering::Release);
+        Ok(())
+    };
+    let samples = persistent_echo(&echo, rounds, request.device_ptr(), &store, &answer)?;
     let persistent = (
         pct_us(&samples, 0.5),
         pct_us(&samples, 0.1),
@@ -509,7 +537,37 @@ fn echo(rounds: usize) -> Check {
         .num("min_us", samples[0] as f64 / 1000.0)
         .print();
 
-    // The ordinary way: copy the flag, launch, synchronise, per round trip.
+    // (2) The request word in GPU memory, set by cuStreamWriteValue32.
+    let device_word = GpuMemory::alloc(0, 4096).map_err(e("device word"))?;
+    let feeder = GpuStream::new(0).map_err(e("feeder"))?;
+    let stream_write = |value: u32| -> Check {
+        // SAFETY: word 0 of `device_word` is valid device memory that
+        // outlives every write (the allocation lives to the end of `echo`).
+        unsafe { gpu::stream_write_u32(&feeder, device_word.device_ptr(), value) }
+            .map_err(e("stream write"))
+    };
+    let written = persistent_echo(
+        &echo,
+        rounds,
+        device_word.device_ptr(),
+        &stream_write,
+        &answer,
+    )?;
+    gpu::synchronize(&feeder).map_err(e("sync feeder"))?;
+    Json::new("echo_stream_write")
+        .str(
+            "what",
+            "cuStreamWriteValue32 into GPU memory -> persistent kernel polls it -> GPU store -> CPU polls",
+        )
+        .num("rounds", rounds as f64)
+        .num("median_us", pct_us(&written, 0.5))
+        .num("p10_us", pct_us(&written, 0.1))
+        .num("p90_us", pct_us(&written, 0.9))
+        .num("min_us", written[0] as f64 / 1000.0)
+        .print();
+
+    // (3) The ordinary way: copy the flag, launch, synchronise, per round trip.
+    let total = (WARMUP + rounds) as u32;
     let flag = GpuMemory::alloc(0, 4096).map_err(e("flag"))?;
     let flag_ptr = flag.device_ptr();
     let answer_ptr = answer.device_ptr() + 64;
@@ -689,23 +747,27 @@ fn matvec() -> Check {
     };
     let mut worst = err_a;
     for feed in [Feed::HostStores, Feed::CopyAndStreamWrite] {
-        let (err_b, seconds) = matvec_persistent(&stream, &persistent_fn, &batches, feed)?;
-        worst = worst.max(err_b);
-        Json::new("matvec_persistent")
-            .bool("ok", err_b <= TOLERANCE)
-            .str("feed", feed.describe())
-            .str(
-                "what",
-                "persistent kernel (1 block of 1024): waitsome, compute, gaspi_write_notify \
-                 into a host-mapped segment; double buffered",
-            )
-            .num("batches", BATCHES as f64)
-            .num("vectors_per_batch", CAP as f64)
-            .num("max_rel_error", err_b as f64)
-            .num("seconds", seconds)
-            .num("mvectors_per_s", vectors / seconds / 1e6)
-            .num("reference_mvectors_per_s", vectors / per_launch / 1e6)
-            .print();
+        for blocks in [1u32, 16, 64] {
+            let (err_b, seconds) =
+                matvec_persistent(&stream, &persistent_fn, &batches, feed, blocks)?;
+            worst = worst.max(err_b);
+            Json::new("matvec_persistent")
+                .bool("ok", err_b <= TOLERANCE)
+                .str("feed", feed.describe())
+                .num("blocks", blocks as f64)
+                .str(
+                    "what",
+                    "persistent kernel (blocks of 1024): waitsome, compute, gaspi_write_notify \
+                     into a host-mapped segment; double buffered",
+                )
+                .num("batches", BATCHES as f64)
+                .num("vectors_per_batch", CAP as f64)
+                .num("max_rel_error", err_b as f64)
+                .num("seconds", seconds)
+                .num("mvectors_per_s", vectors / seconds / 1e6)
+                .num("reference_mvectors_per_s", vectors / per_launch / 1e6)
+                .print();
+        }
     }
     if worst <= TOLERANCE {
         Ok(())
@@ -746,43 +808,52 @@ struct Batches<'a> {
     batch_bytes: usize,
 }
 
-/// Runs all batches through matvec_persistent; returns the worst relative
-/// error and the seconds from the first batch posted to the last collected.
+/// Runs all batches through matvec_persistent on `blocks` blocks; returns
+/// the worst relative error and the seconds from the first batch posted to
+/// the last collected.
 fn matvec_persistent(
     stream: &GpuStream,
     function: &cudarc::driver::CudaFunction,
     data: &Batches,
     feed: Feed,
+    blocks: u32,
 ) -> Result<(f32, f64), String> {
     const CAP: usize = 4096;
+    let g = blocks as usize;
     let batch_bytes = data.batch_bytes;
     let batches = data.input.len() * 4 / batch_bytes;
-    // Segment 0 (in): matrix + 2 input buffers, then 2 notification words.
-    // Segment 1 (work): 2 result buffers in GPU memory (+ 2 unused words).
-    // Segment 2 (out): 2 result buffers + 2 words, host-mapped (direct store).
+    // Segment 0 (in): matrix + 2 input buffers, then 2 * G notification words.
+    // Segment 1 (work): 2 result buffers in GPU memory (+ unused words).
+    // Segment 2 (out): 2 result buffers + 2 * G words, host-mapped (direct store).
     let in_data = 4096 + 2 * batch_bytes;
-    let in_host = PinnedHostMemory::alloc(0, in_data + 128).map_err(e("in seg"))?;
-    let in_gpu = GpuMemory::alloc(0, in_data + 128).map_err(e("in seg"))?;
+    let words = 2 * g;
+    let in_host = PinnedHostMemory::alloc(0, in_data + 4 * words).map_err(e("in seg"))?;
+    let in_gpu = GpuMemory::alloc(0, in_data + 4 * words).map_err(e("in seg"))?;
     let in_ptr = match feed {
         Feed::HostStores => in_host.device_ptr(),
         Feed::CopyAndStreamWrite => in_gpu.device_ptr(),
     };
-    let work = GpuMemory::alloc(0, 2 * batch_bytes + 128).map_err(e("work seg"))?;
     let out_data = 2 * batch_bytes;
-    let out_seg = PinnedHostMemory::alloc(0, out_data + 128).map_err(e("out seg"))?;
+    let work = GpuMemory::alloc(0, out_data + 4 * words).map_err(e("work seg"))?;
+    let out_seg = PinnedHostMemory::alloc(0, out_data + 4 * words).map_err(e("out seg"))?;
     let local = [
-        SegmentDesc::direct(in_ptr, in_data as u64, in_ptr + in_data as u64, 2),
+        SegmentDesc::direct(
+            in_ptr,
+            in_data as u64,
+            in_ptr + in_data as u64,
+            words as u32,
+        ),
         SegmentDesc::direct(
             work.device_ptr(),
             out_data as u64,
             work.device_ptr() + out_data as u64,
-            2,
+            words as u32,
         ),
         SegmentDesc::direct(
             out_seg.device_ptr(),
             out_data as u64,
             out_seg.device_ptr() + out_data as u64,
-            2,
+            words as u32,
         ),
     ];
     let (_table, dctx) = build_ctx(stream, &local, &[local.to_vec()])?;
@@ -799,12 +870,12 @@ fn matvec_persistent(
         },
         Feed::CopyAndStreamWrite => upload(stream, &in_gpu, data.matrix)?,
     }
-    let in_words = &in_host.as_atomic_u32s()[in_data / 4..in_data / 4 + 2];
-    let out_words = &out_seg.as_atomic_u32s()[out_data / 4..out_data / 4 + 2];
+    let in_words = &in_host.as_atomic_u32s()[in_data / 4..in_data / 4 + words];
+    let out_words = &out_seg.as_atomic_u32s()[out_data / 4..out_data / 4 + words];
     let collected = PinnedHostMemory::alloc(0, batches * batch_bytes).map_err(e("collected"))?;
     let (seg_in, seg_work, out_rank, seg_out, cap) = (0u32, 1u32, 0u32, 2u32, CAP as u32);
-    let block = LaunchConfig {
-        grid_dim: (1, 1, 1),
+    let grid = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
         block_dim: (1024, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -821,41 +892,45 @@ fn matvec_persistent(
             .arg(&out_rank)
             .arg(&seg_out)
             .arg(&cap)
-            .launch(block)
+            .launch(grid)
     }
     .map_err(e("launch persistent"))?;
-    // Sets notification `b` of the input segment to `value`, the way `feed` says.
+    // Sets the G notifications of input buffer `b` to `value`, as `feed` says.
     let notify = |b: usize, value: u32| -> Check {
-        match feed {
-            Feed::HostStores => {
-                in_words[b].store(value, Ordering::Release);
-                Ok(())
+        for (i, host_word) in in_words[b * g..(b + 1) * g].iter().enumerate() {
+            let word = b * g + i;
+            match feed {
+                Feed::HostStores => host_word.store(value, Ordering::Release),
+                // SAFETY: `word` < 2G lies in the notification area of the
+                // GPU input segment, which outlives the final synchronize.
+                Feed::CopyAndStreamWrite => unsafe {
+                    gpu::stream_write_u32(&feeder, in_ptr + (in_data + 4 * word) as u64, value)
+                        .map_err(e("stream write"))?
+                },
             }
-            // SAFETY: word b of the GPU input segment's notification area
-            // is a valid, aligned device address for the program's lifetime.
-            Feed::CopyAndStreamWrite => unsafe {
-                gpu::stream_write_u32(&feeder, in_ptr + in_data as u64 + 4 * b as u64, value)
-                    .map_err(e("stream write"))
-            },
         }
+        Ok(())
     };
     let stop = |why: String| {
-        let _ = notify(0, STOP_VALUE);
+        let _ = notify(batches % 2, STOP_VALUE);
+        let _ = notify((batches + 1) % 2, STOP_VALUE);
         why
     };
     let collect = |k: usize| -> Check {
         let b = k % 2;
-        if !spin_until(Duration::from_secs(10), || {
-            out_words[b].load(Ordering::Acquire) != 0
-        }) {
-            return Err(format!("no result for batch {k} within 10 s"));
+        for word in &out_words[b * g..(b + 1) * g] {
+            if !spin_until(Duration::from_secs(10), || {
+                word.load(Ordering::Acquire) != 0
+            }) {
+                return Err(format!("no result for batch {k} within 10 s"));
+            }
+            let got = word.swap(0, Ordering::AcqRel);
+            if got != cap {
+                return Err(format!("batch {k} notified {got} vectors"));
+            }
         }
-        let got = out_words[b].swap(0, Ordering::AcqRel);
-        if got != cap {
-            return Err(format!("batch {k} notified {got} vectors"));
-        }
-        // SAFETY: result buffer b of the out segment is complete (its
-        // notification was acquired) and not written again before we post
+        // SAFETY: result buffer b of the out segment is complete (all its
+        // notifications were acquired) and not written again before we post
         // batch k + 2; the destination is batch k of `collected`.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -896,7 +971,7 @@ fn matvec_persistent(
         collect(k).map_err(stop)?;
     }
     let seconds = start.elapsed().as_secs_f64();
-    notify(0, STOP_VALUE)?;
+    notify(batches % 2, STOP_VALUE)?;
     gpu::synchronize(&feeder).map_err(e("sync feeder"))?;
     gpu::synchronize(stream).map_err(e("sync persistent"))?;
     // SAFETY: all batches were collected into `collected`.
@@ -907,7 +982,13 @@ fn matvec_persistent(
 }
 
 fn ring() -> Check {
-    const CAPACITY: u32 = 256;
+    for capacity in [256, 4096] {
+        ring_with(capacity)?;
+    }
+    Ok(())
+}
+
+fn ring_with(capacity: u32) -> Check {
     const BLOCKS: u32 = 64;
     const THREADS: u32 = 128;
     const PER_THREAD: u32 = 8;
@@ -916,11 +997,11 @@ fn ring() -> Check {
     let module = compile_load(&ctx, kernels::RING_STRESS_SOURCE, "ring_stress.cu")?;
     let stress = kernels::function(&module, "ring_stress").map_err(|e| e.to_string())?;
     let ring_mem =
-        PinnedHostMemory::alloc(0, RequestRing::bytes_for(CAPACITY)).map_err(e("ring"))?;
+        PinnedHostMemory::alloc(0, RequestRing::bytes_for(capacity)).map_err(e("ring"))?;
     // SAFETY: the pinned allocation is page aligned, large enough, outlives
     // the ring, and no kernel uses it yet; this is its only consumer.
     let ring =
-        unsafe { RequestRing::init(ring_mem.host_ptr(), CAPACITY) }.map_err(e("ring init"))?;
+        unsafe { RequestRing::init(ring_mem.host_ptr(), capacity) }.map_err(e("ring init"))?;
     let producer = GpuMemory::alloc(0, RequestRing::PRODUCER_BYTES).map_err(e("producer"))?;
     let status = GpuMemory::alloc(0, 4096).map_err(e("status"))?;
     let seg0 = PinnedHostMemory::alloc(0, 8192).map_err(e("seg0"))?;
@@ -932,7 +1013,7 @@ fn ring() -> Check {
     let (_table, mut dctx) = build_ctx(&stream, &local, &[local.to_vec(), far])?;
     dctx.ring = ring_mem.device_ptr();
     dctx.ring_producer = producer.device_ptr();
-    dctx.ring_capacity = CAPACITY;
+    dctx.ring_capacity = capacity;
     let (rank, local_seg, seg, per_thread, status_ptr) =
         (1u32, 0u32, 1u32, PER_THREAD, status.device_ptr());
     let cfg = LaunchConfig {
@@ -1017,7 +1098,7 @@ fn ring() -> Check {
         errors.is_empty() && all_seen && wn_ok && status_word[0] == 0 && ring.try_pop().is_none();
     Json::new("ring")
         .bool("ok", ok)
-        .num("capacity", CAPACITY as f64)
+        .num("capacity", capacity as f64)
         .num("gpu_threads", threads as f64)
         .num("requests", expected as f64)
         .bool("write_notify_request_ok", wn_ok)

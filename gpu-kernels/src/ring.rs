@@ -27,7 +27,10 @@
 //! Producer (GPU thread), for one request:
 //! 1. `ticket = atomicAdd(&producer.head, 1)`;
 //! 2. wait while `ticket - acquire(header.tail) >= capacity` (ring full:
-//!    poll, never overwrite);
+//!    poll, never overwrite); the device code aggregates the lanes of a
+//!    warp that post together (one `atomicAdd` of the lane count, one lane
+//!    waiting for room for the last ticket), which is why the capacity is at
+//!    least [`RING_MIN_CAPACITY`];
 //! 3. write the request fields of the slot;
 //! 4. `release-store(slot.seq, ticket + 1)`: publishes the slot.
 //!
@@ -66,6 +69,11 @@ pub const RING_VERSION: u32 = 1;
 
 /// Largest capacity accepted (slots).
 pub const RING_MAX_CAPACITY: u32 = 1 << 24;
+
+/// Smallest capacity accepted: the lanes of a warp reserve up to 32 tickets
+/// at once and wait for room for the last of them, which must belong to an
+/// earlier reservation for the wait to end.
+pub const RING_MIN_CAPACITY: u32 = 32;
 
 /// Request kind in [`RingSlot::op`]: `write_notify` (data, then notification).
 pub const OP_WRITE_NOTIFY: u32 = 1;
@@ -197,8 +205,10 @@ pub struct Request {
 /// Errors of attaching to ring memory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {
-    /// Capacity not a power of two in `2..=RING_MAX_CAPACITY`.
-    #[error("ring capacity {0} is not a power of two between 2 and {RING_MAX_CAPACITY}")]
+    /// Capacity not a power of two in `RING_MIN_CAPACITY..=RING_MAX_CAPACITY`.
+    #[error(
+        "ring capacity {0} is not a power of two between {RING_MIN_CAPACITY} and {RING_MAX_CAPACITY}"
+    )]
     BadCapacity(u32),
     /// The memory is not 128-byte aligned.
     #[error("ring memory at {0:#x} is not 128-byte aligned")]
@@ -247,10 +257,12 @@ impl RequestRing {
     pub const PRODUCER_BYTES: usize = std::mem::size_of::<RingProducer>();
 
     fn check(base: *mut u8, capacity: u32) -> Result<(), RingError> {
-        if !capacity.is_power_of_two() || !(2..=RING_MAX_CAPACITY).contains(&capacity) {
+        if !capacity.is_power_of_two()
+            || !(RING_MIN_CAPACITY..=RING_MAX_CAPACITY).contains(&capacity)
+        {
             return Err(RingError::BadCapacity(capacity));
         }
-        if base as usize % RING_LINE != 0 {
+        if base as usize & (RING_LINE - 1) != 0 {
             return Err(RingError::Misaligned(base as usize));
         }
         Ok(())
@@ -504,14 +516,14 @@ mod tests {
 
     #[test]
     fn an_empty_ring_pops_nothing() {
-        let (_memory, ring, _producer) = ring(8);
+        let (_memory, ring, _producer) = ring(32);
         assert_eq!(ring.try_pop(), None);
         assert_eq!(ring.consumed(), 0);
     }
 
     #[test]
     fn a_posted_request_pops_with_all_its_fields() {
-        let (_memory, ring, producer) = ring(8);
+        let (_memory, ring, producer) = ring(32);
         producer.post(5, 7, 42);
         let request = ring.try_pop().unwrap();
         assert_eq!(
@@ -535,27 +547,30 @@ mod tests {
 
     #[test]
     fn a_full_ring_refuses_producers_until_the_consumer_pops() {
-        let (_memory, ring, producer) = ring(4);
-        for value in 1..=4 {
+        let (_memory, ring, producer) = ring(32);
+        for value in 1..=32 {
             assert!(producer.try_post(value), "slot {value} should be free");
         }
-        assert!(!producer.try_post(5), "a full ring must not be overwritten");
+        assert!(
+            !producer.try_post(33),
+            "a full ring must not be overwritten"
+        );
         assert_eq!(ring.try_pop().unwrap().value, 1);
-        assert!(producer.try_post(5));
-        assert!(!producer.try_post(6));
+        assert!(producer.try_post(33));
+        assert!(!producer.try_post(34));
         let values: Vec<u32> = std::iter::from_fn(|| ring.try_pop())
             .map(|r| r.value)
             .collect();
-        assert_eq!(values, vec![2, 3, 4, 5]);
+        assert_eq!(values, (2..=33).collect::<Vec<u32>>());
     }
 
     #[test]
     fn requests_keep_their_order_across_many_wraparounds() {
-        let (_memory, ring, producer) = ring(4);
+        let (_memory, ring, producer) = ring(32);
         let mut expected = 0u64;
         for lap in 0..50u32 {
-            for i in 0..3 {
-                producer.post(lap, i, lap * 3 + i + 1);
+            for i in 0..23 {
+                producer.post(lap, i, lap * 23 + i + 1);
             }
             while let Some(request) = ring.try_pop() {
                 assert_eq!(request.ticket, expected);
@@ -564,14 +579,14 @@ mod tests {
                 expected += 1;
             }
         }
-        assert_eq!(expected, 150);
+        assert_eq!(expected, 50 * 23);
     }
 
     #[test]
     fn many_concurrent_producers_lose_and_duplicate_nothing() {
         const PRODUCERS: u32 = 4;
         const EACH: u32 = 20_000;
-        let (_memory, ring, producer) = ring(8);
+        let (_memory, ring, producer) = ring(32);
         let producer = Arc::new(producer);
         let threads: Vec<_> = (0..PRODUCERS)
             .map(|p| {
@@ -615,27 +630,32 @@ mod tests {
 
     #[test]
     fn bad_memory_is_refused() {
-        let memory = Memory::new(8);
-        // SAFETY: the memory is valid; only the arguments are wrong.
+        let memory = Memory::new(64);
+        // SAFETY: the memory is valid for 64 slots; only the arguments are wrong.
         unsafe {
             assert_eq!(
-                RequestRing::init(memory.ptr, 6).unwrap_err(),
-                RingError::BadCapacity(6)
+                RequestRing::init(memory.ptr, 48).unwrap_err(),
+                RingError::BadCapacity(48)
+            );
+            assert_eq!(
+                RequestRing::init(memory.ptr, 16).unwrap_err(),
+                RingError::BadCapacity(16),
+                "fewer slots than a warp has lanes"
             );
             assert!(matches!(
-                RequestRing::init(memory.ptr.add(8), 4),
+                RequestRing::init(memory.ptr.add(8), 32),
                 Err(RingError::Misaligned(_))
             ));
             // zeroed memory was never initialised
             assert!(matches!(
-                RequestRing::from_raw(memory.ptr, 8),
+                RequestRing::from_raw(memory.ptr, 64),
                 Err(RingError::BadHeader { magic: 0, .. })
             ));
             // a consumer that has gone again
-            let _ = RequestRing::init(memory.ptr, 8).unwrap();
+            let _ = RequestRing::init(memory.ptr, 64).unwrap();
             assert!(matches!(
-                RequestRing::from_raw(memory.ptr, 4),
-                Err(RingError::BadHeader { capacity: 8, .. })
+                RequestRing::from_raw(memory.ptr, 32),
+                Err(RingError::BadHeader { capacity: 64, .. })
             ));
         }
     }

@@ -309,7 +309,8 @@ impl GdrMapping {
     /// until the returned mapping is dropped.
     pub unsafe fn new(gdr: &Arc<Gdr>, device_ptr: u64, len: usize) -> Result<GdrMapping, GdrError> {
         let page = GPU_PAGE_SIZE as u64;
-        if len == 0 || !device_ptr.is_multiple_of(page) || !len.is_multiple_of(GPU_PAGE_SIZE) {
+        // (GPU_PAGE_SIZE is a power of two: a mask tests the alignment.)
+        if len == 0 || device_ptr & (page - 1) != 0 || len & (GPU_PAGE_SIZE - 1) != 0 {
             return Err(GdrError::Misaligned {
                 addr: device_ptr,
                 len,

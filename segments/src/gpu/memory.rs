@@ -48,7 +48,7 @@ impl GpuMemory {
         ctx.bind()?;
         let mut base = mem_alloc(len)?;
         let mut alloc_len = len;
-        if base % GPU_PAGE_SIZE as u64 != 0 {
+        if base & (GPU_PAGE_SIZE as u64 - 1) != 0 {
             // cuMemAlloc promises only 256-byte alignment; in practice large
             // allocations are 2 MiB aligned. When not, over-allocate by one
             // GPU page and use the aligned part.

@@ -242,7 +242,7 @@ mod tests {
             Err(GpuError::InvalidArgument(_))
         ));
         let mem = GpuMemory::alloc(0, 1000).expect("alloc");
-        assert_eq!(mem.device_ptr() % GPU_PAGE_SIZE as u64, 0);
+        assert_eq!(mem.device_ptr() & (GPU_PAGE_SIZE as u64 - 1), 0);
         assert_eq!(mem.len(), GPU_PAGE_SIZE);
         let stream = GpuStream::new(0).expect("stream");
         let mut back = vec![1u8; 1000];

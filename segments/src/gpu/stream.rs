@@ -146,7 +146,7 @@ pub unsafe fn stream_write_u32(
     dst: DevicePtr,
     value: u32,
 ) -> Result<(), GpuError> {
-    if dst % 4 != 0 {
+    if dst & 3 != 0 {
         return Err(GpuError::InvalidArgument(format!(
             "stream_write_u32 to unaligned address {dst:#x}"
         )));
