@@ -1,0 +1,645 @@
+//! Helpers of the multi-process integration tests.
+//!
+//! The tests start jobs of the `gaspi-test-rank` program (one subcommand per
+//! scenario, see `bin/rank.rs`), either through `gaspi-run` or directly with
+//! the environment of another launcher, and check their exit codes and
+//! output. Every job is started with a unique tag in its environment
+//! (`GASPI_TESTS_JOB_TAG`), which lets [`leftover_processes`] find any of its
+//! processes that outlive it. A job that runs past its timeout is killed
+//! (its whole process group) and the test fails with the job's output.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::OnceLock;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Name of the environment variable that tags every process of a job.
+pub const TAG_VAR: &str = "GASPI_TESTS_JOB_TAG";
+
+/// The path of the `gaspi-test-rank` program; expands in the calling test
+/// crate, where Cargo sets `CARGO_BIN_EXE_gaspi-test-rank`.
+#[macro_export]
+macro_rules! rank_bin {
+    () => {
+        ::std::path::PathBuf::from(env!("CARGO_BIN_EXE_gaspi-test-rank"))
+    };
+}
+
+/// Prints why a test cannot run here. The test then returns: the message is
+/// in its output (run with `--nocapture` to see it), never a silent pass.
+pub fn skip(test: &str, reason: &str) {
+    eprintln!("SKIPPED {test}: {reason}");
+    println!("SKIPPED {test}: {reason}");
+}
+
+/// The `gaspi-run` launcher of the same build profile as `rank_bin`.
+///
+/// `gaspi-run` belongs to the `gaspi` package, which `cargo test -p
+/// gaspi-tests` builds only as a library; so it is built here once per test
+/// process with `cargo build -p gaspi --bin gaspi-run` into the same target
+/// directory and profile (a no-op when it is up to date, and it keeps the
+/// launcher in step with the runtime's sources). When cargo is not available
+/// an existing binary next to `rank_bin` is used.
+pub fn gaspi_run(rank_bin: &Path) -> PathBuf {
+    static LAUNCHER: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    LAUNCHER
+        .get_or_init(|| build_launcher(rank_bin))
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
+    let profile_dir = rank_bin
+        .parent()
+        .ok_or_else(|| format!("{} has no parent directory", rank_bin.display()))?;
+    let launcher = profile_dir.join("gaspi-run");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug")
+        .to_string();
+    let target_dir = profile_dir.parent();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--quiet", "-p", "gaspi", "--bin", "gaspi-run"]);
+    match profile.as_str() {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    if let Some(t) = target_dir {
+        cmd.arg("--target-dir").arg(t);
+    }
+    if let Ok(dir) = std::env::var("CARGO_MANIFEST_DIR") {
+        cmd.current_dir(dir);
+    }
+    let built = cmd.status();
+    match built {
+        Ok(s) if s.success() && launcher.exists() => Ok(launcher),
+        other if launcher.exists() => {
+            eprintln!(
+                "warning: building gaspi-run failed ({other:?}); using the existing {}",
+                launcher.display()
+            );
+            Ok(launcher)
+        }
+        other => Err(format!(
+            "gaspi-run is not at {} and `{} build -p gaspi --bin gaspi-run` failed: {other:?}",
+            launcher.display(),
+            cargo.to_string_lossy()
+        )),
+    }
+}
+
+/// A fresh tag for a job: unique within this machine and run.
+pub fn fresh_tag() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}-{:08x}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        rand::random::<u32>()
+    )
+}
+
+/// Prefixes of the variables launchers set; removed from every job's
+/// environment so that the test's own environment cannot steer a job.
+const LAUNCH_PREFIXES: &[&str] = &["GASPI_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL"];
+
+/// Removes every launcher variable of this process's environment from `cmd`.
+pub fn clean_env(cmd: &mut Command) {
+    for (k, _) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if LAUNCH_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            cmd.env_remove(&k);
+        }
+    }
+}
+
+/// Files in `/dev/shm` whose name mentions gaspi.
+pub fn shm_files() -> BTreeSet<PathBuf> {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return BTreeSet::new();
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .to_lowercase()
+                .contains("gaspi")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Processes (pid, command line) whose environment carries `tag`, ignoring
+/// zombies (their environment is gone, they hold nothing).
+pub fn leftover_processes(tag: &str) -> Vec<(u32, String)> {
+    let needle = format!("{TAG_VAR}={tag}");
+    let mut found = Vec::new();
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in proc_dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|&b| b == 0)
+            .any(|var| var == needle.as_bytes())
+        {
+            let cmdline = std::fs::read(entry.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .unwrap_or_default();
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Waits up to `grace` for every process of job `tag` to be gone; returns
+/// those still there.
+pub fn wait_no_leftovers(tag: &str, grace: Duration) -> Vec<(u32, String)> {
+    let until = Instant::now() + grace;
+    loop {
+        let left = leftover_processes(tag);
+        if left.is_empty() || Instant::now() >= until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What a finished process left.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// What ran.
+    pub what: String,
+    /// Exit code, or 128 + signal.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// From start to exit.
+    pub elapsed: Duration,
+    /// The job's tag.
+    pub tag: String,
+}
+
+impl Outcome {
+    /// The output, for failure messages.
+    pub fn dump(&self) -> String {
+        format!(
+            "{} exited with {} after {:.2?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.what, self.code, self.elapsed, self.stdout, self.stderr
+        )
+    }
+
+    /// Panics with the output unless the exit code is 0.
+    pub fn assert_success(&self) -> &Self {
+        assert_eq!(self.code, 0, "the job failed:\n{}", self.dump());
+        self
+    }
+
+    /// Panics with the output unless the exit code is `code`.
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code, code, "unexpected exit code:\n{}", self.dump());
+        self
+    }
+
+    /// Panics unless stdout has a line containing `needle`, counting them.
+    pub fn stdout_lines_with(&self, needle: &str) -> usize {
+        self.stdout.lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// Panics if a process of the job or a gaspi file in /dev/shm that was
+    /// not there before the job (`shm_before`) is left.
+    pub fn assert_nothing_left(&self, shm_before: &BTreeSet<PathBuf>) -> &Self {
+        let procs = wait_no_leftovers(&self.tag, Duration::from_secs(3));
+        assert!(
+            procs.is_empty(),
+            "processes of the job are left behind: {procs:?}\n{}",
+            self.dump()
+        );
+        let shm: Vec<_> = shm_files().difference(shm_before).cloned().collect();
+        assert!(
+            shm.is_empty(),
+            "shared-memory files are left behind: {shm:?}\n{}",
+            self.dump()
+        );
+        self
+    }
+}
+
+fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+enum Line {
+    Out(String),
+    Err(String),
+}
+
+fn pump(
+    stream: impl Read + Send + 'static,
+    err: bool,
+    tx: std::sync::mpsc::Sender<Line>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf)
+                        .trim_end_matches('\n')
+                        .to_string();
+                    let msg = if err {
+                        Line::Err(line)
+                    } else {
+                        Line::Out(line)
+                    };
+                    if tx.send(msg).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A process started by a test: its own process group, output captured line
+/// by line, killed (group and all) if the test drops it while it runs.
+pub struct Running {
+    what: String,
+    tag: String,
+    child: Child,
+    lines: Receiver<Line>,
+    stdout: Vec<String>,
+    stderr: Vec<String>,
+    start: Instant,
+    status: Option<ExitStatus>,
+}
+
+impl Running {
+    /// Starts `cmd` tagged with `tag`, output piped, in its own process group.
+    pub fn spawn(mut cmd: Command, tag: &str) -> Running {
+        let what = format!("{cmd:?}");
+        cmd.env(TAG_VAR, tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        let (tx, rx) = channel();
+        pump(child.stdout.take().expect("piped"), false, tx.clone());
+        pump(child.stderr.take().expect("piped"), true, tx);
+        Running {
+            what,
+            tag: tag.to_string(),
+            child,
+            lines: rx,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            start: Instant::now(),
+            status: None,
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn take(&mut self, l: Line) {
+        match l {
+            Line::Out(s) => self.stdout.push(s),
+            Line::Err(s) => self.stderr.push(s),
+        }
+    }
+
+    /// Waits until stdout has `count` lines containing `needle`; panics with
+    /// the output after `timeout` or if the process ends first.
+    pub fn wait_for_lines(&mut self, needle: &str, count: usize, timeout: Duration) {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.stdout.iter().filter(|l| l.contains(needle)).count() >= count {
+                return;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            match self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Ok(l) => self.take(l),
+                Err(RecvTimeoutError::Timeout) => {
+                    if Instant::now() >= until {
+                        self.kill_group();
+                        panic!(
+                            "waited {timeout:?} for {count} lines with {needle:?}:\n{}",
+                            self.snapshot().dump()
+                        );
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = self.child.wait();
+                    panic!(
+                        "the process ended before printing {count} lines with {needle:?}:\n{}",
+                        self.snapshot().dump()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sends signal `sig` to the process (not its group).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child, not yet reaped (the Child is
+        // alive and not waited for), so the pid cannot have been reused.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn kill_group(&mut self) {
+        // SAFETY: kill(2) on the process group this child leads (created by
+        // `process_group(0)`); it holds the job's processes only.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.kill();
+        self.status = self.child.wait().ok();
+    }
+
+    fn snapshot(&self) -> Outcome {
+        Outcome {
+            what: self.what.clone(),
+            code: self.status.map_or(-1, exit_code),
+            stdout: self.stdout.join("\n"),
+            stderr: self.stderr.join("\n"),
+            elapsed: self.start.elapsed(),
+            tag: self.tag.clone(),
+        }
+    }
+
+    /// Polls for the exit; `None` while it runs.
+    pub fn try_finish(&mut self) -> Option<i32> {
+        while let Ok(l) = self.lines.try_recv() {
+            self.take(l);
+        }
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status.map(exit_code)
+    }
+
+    /// Waits for the exit and the end of its output. After `timeout` the
+    /// process group is killed and the test panics with the output.
+    pub fn finish(mut self, timeout: Duration) -> Outcome {
+        let until = self.start + timeout;
+        loop {
+            if self.try_finish().is_some() {
+                break;
+            }
+            if Instant::now() >= until {
+                self.kill_group();
+                // Let the pumps drain what is left.
+                while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    self.take(l);
+                }
+                let _ = std::fs::write(
+                    std::env::temp_dir().join(format!("gaspi-tests-hung-{}.log", self.tag)),
+                    self.snapshot().dump(),
+                );
+                panic!(
+                    "the job hung: killed after {timeout:?}\n{}",
+                    self.snapshot().dump()
+                );
+            }
+            match self.lines.recv_timeout(Duration::from_millis(20)) {
+                Ok(l) => self.take(l),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+            }
+        }
+        let elapsed = self.start.elapsed();
+        // The output ends when every holder of the pipes is gone: a process
+        // of the job that survives its launcher keeps them open.
+        let drain_until = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self
+                .lines
+                .recv_timeout(drain_until.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) => self.take(l),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    let left = leftover_processes(&self.tag);
+                    // SAFETY: as in kill_group; the leader is reaped, but the
+                    // group id stays taken while members live.
+                    unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+                    panic!(
+                        "the job's output is still open 5 s after it exited: processes left {left:?}\n{}",
+                        self.snapshot().dump()
+                    );
+                }
+            }
+        }
+        let mut out = self.snapshot();
+        out.elapsed = elapsed;
+        out
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.status.is_none() && matches!(self.child.try_wait(), Ok(None)) {
+            self.kill_group();
+        }
+    }
+}
+
+/// A job of `gaspi-test-rank` started through `gaspi-run`.
+pub struct Job {
+    launcher: PathBuf,
+    program: PathBuf,
+    ranks: u32,
+    launcher_args: Vec<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+    /// The job's tag (see [`leftover_processes`]).
+    pub tag: String,
+}
+
+impl Job {
+    /// `gaspi-run -n ranks program`, a 60 s hang guard, a fresh tag.
+    pub fn new(program: &Path, ranks: u32) -> Job {
+        Job {
+            launcher: gaspi_run(program),
+            program: program.to_path_buf(),
+            ranks,
+            launcher_args: Vec::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout: Duration::from_secs(60),
+            tag: fresh_tag(),
+        }
+    }
+
+    /// Adds launcher options (before the program).
+    pub fn launcher_args(mut self, a: &[&str]) -> Job {
+        self.launcher_args.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Adds program arguments (the scenario and its options).
+    pub fn args(mut self, a: &[&str]) -> Job {
+        self.args.extend(a.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Sets an environment variable of every rank.
+    pub fn env(mut self, k: &str, v: &str) -> Job {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// Sets the hang guard.
+    pub fn timeout(mut self, t: Duration) -> Job {
+        self.timeout = t;
+        self
+    }
+
+    /// The command line, environment cleaned of launcher variables.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.launcher);
+        clean_env(&mut cmd);
+        cmd.arg("-n")
+            .arg(self.ranks.to_string())
+            .args(&self.launcher_args)
+            .arg(&self.program)
+            .args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Starts the job.
+    pub fn spawn(&self) -> Running {
+        Running::spawn(self.command(), &self.tag)
+    }
+
+    /// Runs the job to its end (or kills it at the hang guard and panics).
+    pub fn run(&self) -> Outcome {
+        self.spawn().finish(self.timeout)
+    }
+}
+
+/// A temporary directory, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh directory under the system's temporary directory.
+    pub fn new(what: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("gaspi-tests-{what}-{}", fresh_tag()));
+        std::fs::create_dir_all(&p).expect("creating a temporary directory");
+        TempDir(p)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs several processes at once (the ranks of a job started without
+/// `gaspi-run`) and waits for all of them; kills all and panics at `timeout`.
+/// Once one has failed, the others get 5 s before they are killed (as a
+/// launcher would stop them), so a failed job ends quickly.
+pub fn run_all(cmds: Vec<Command>, tag: &str, timeout: Duration) -> Vec<Outcome> {
+    let mut running: Vec<Running> = cmds.into_iter().map(|c| Running::spawn(c, tag)).collect();
+    let until = Instant::now() + timeout;
+    let mut failed_at: Option<Instant> = None;
+    loop {
+        let mut done = true;
+        for r in running.iter_mut() {
+            match r.try_finish() {
+                None => done = false,
+                Some(0) => {}
+                Some(_) => {
+                    failed_at.get_or_insert_with(Instant::now);
+                }
+            }
+        }
+        if done {
+            break;
+        }
+        if failed_at.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
+            for r in running.iter_mut() {
+                if r.try_finish().is_none() {
+                    r.kill_group();
+                }
+            }
+            break;
+        }
+        if Instant::now() >= until {
+            let dumps: Vec<String> = running
+                .iter_mut()
+                .map(|r| {
+                    if r.try_finish().is_none() {
+                        r.kill_group();
+                    }
+                    r.snapshot().dump()
+                })
+                .collect();
+            panic!(
+                "the ranks hung: killed after {timeout:?}\n{}",
+                dumps.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running
+        .into_iter()
+        .map(|r| r.finish(Duration::from_secs(5)))
+        .collect()
+}
+
+/// A TCP port that was free a moment ago on the loopback interface.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding an ephemeral port")
+}

@@ -1,0 +1,93 @@
+//! Data arrives intact and notifications never overtake their data.
+
+use gaspi_tests::{rank_bin, shm_files, Job};
+
+/// Runs `args` on `ranks` ranks through gaspi-run; every rank must print
+/// `ok_line` once and nothing may be left behind.
+fn run(ranks: u32, args: &[&str], ok_line: &str, expect_ok: u32) {
+    let before = shm_files();
+    let out = Job::new(&rank_bin!(), ranks).args(args).run();
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with(ok_line) as u32,
+        expect_ok,
+        "not every rank reported {ok_line:?}:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
+
+#[test]
+fn all_to_all_write_notify_delivers_every_random_block_intact_with_2_ranks() {
+    run(
+        2,
+        &["all-to-all", "--rounds", "5"],
+        "ok all-to-all: 5 blocks",
+        2,
+    );
+}
+
+#[test]
+fn all_to_all_write_notify_delivers_every_random_block_intact_with_4_ranks() {
+    run(
+        4,
+        &["all-to-all", "--rounds", "4"],
+        "ok all-to-all: 12 blocks",
+        4,
+    );
+}
+
+#[test]
+fn all_to_all_write_notify_delivers_every_random_block_intact_with_8_ranks() {
+    run(
+        8,
+        &["all-to-all", "--rounds", "3", "--max-block", "16384"],
+        "ok all-to-all: 21 blocks",
+        8,
+    );
+}
+
+#[test]
+fn ping_pong_returns_every_byte_intact_with_2_ranks() {
+    run(2, &["ping-pong", "--rounds", "300"], "ok ping-pong with", 2);
+}
+
+#[test]
+fn ping_pong_returns_every_byte_intact_in_pairs_of_4_ranks() {
+    run(4, &["ping-pong", "--rounds", "200"], "ok ping-pong with", 4);
+}
+
+#[test]
+fn ping_pong_returns_every_byte_intact_in_pairs_of_8_ranks() {
+    run(8, &["ping-pong", "--rounds", "100"], "ok ping-pong with", 8);
+}
+
+#[test]
+fn a_notification_is_never_visible_before_its_payload_with_1_writer() {
+    run(
+        2,
+        &["ordering", "--iters", "60"],
+        "ok ordering: 60 messages verified",
+        1,
+    );
+}
+
+#[test]
+fn a_notification_is_never_visible_before_its_payload_with_3_writers_to_one_target() {
+    run(
+        4,
+        &["ordering", "--iters", "40"],
+        "ok ordering: 120 messages verified",
+        1,
+    );
+}
+
+#[test]
+fn a_notification_is_never_visible_before_its_payload_with_7_writers_to_one_target() {
+    run(
+        8,
+        &["ordering", "--iters", "25"],
+        "ok ordering: 175 messages verified",
+        1,
+    );
+}
