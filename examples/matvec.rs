@@ -62,7 +62,9 @@ struct Args {
 }
 
 fn matrix() -> Vec<f32> {
-    (0..N * N).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect()
+    (0..N * N)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+        .collect()
 }
 
 fn matvec(m: &[f32], x: &[f32], y: &mut [f32]) {
@@ -83,14 +85,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(2))?;
     if gaspi.size() < 2 {
-        return Err("matvec needs 2 ranks (start it without a launcher, or with gaspi-run -n 2)".into());
+        return Err(
+            "matvec needs 2 ranks (start it without a launcher, or with gaspi-run -n 2)".into(),
+        );
     }
-    let batches = if args.batch.is_empty() { BATCHES.to_vec() } else { args.batch.clone() };
+    let batches = if args.batch.is_empty() {
+        BATCHES.to_vec()
+    } else {
+        args.batch.clone()
+    };
     let max_batch = *batches.iter().max().unwrap_or(&480);
     let slot_bytes = (max_batch * VEC_BYTES) as u64;
     let slots = args.slots.clamp(1, 64);
     // Rank 0: [inputs to send][products received]; rank 1: [inputs received][products to send].
-    let seg = gaspi.segment_create(SEG, 2 * slots as u64 * slot_bytes, Memory::Host, Group::ALL, Timeout::Block)?;
+    let seg = gaspi.segment_create(
+        SEG,
+        2 * slots as u64 * slot_bytes,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Block,
+    )?;
     let wanted: Vec<&str> = match args.mode.as_str() {
         "all" => vec!["cpu", "host", "gpu"],
         m => vec![m],
@@ -107,7 +121,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             gaspi.barrier(Group::ALL, Timeout::Block)?;
             let nbatches = args.vectors.div_ceil(batch).max(slots);
             let row = match gaspi.rank().0 {
-                0 => Some(feed(&gaspi, &seg, batch, nbatches, slots, slot_bytes, mode, args.json)?),
+                0 => Some(feed(
+                    &gaspi, &seg, batch, nbatches, slots, slot_bytes, mode, args.json,
+                )?),
                 1 => {
                     serve_cpu(&gaspi, &seg, batch, slots, slot_bytes)?;
                     None
@@ -118,10 +134,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if gaspi.rank().0 == 0 && !args.json {
-        println!("\n{:<8} {:>7} {:>12} {:>12} {:>14} {:>16}", "mode", "batch", "M vectors/s", "max rel err", "paper: GPI-2", "paper: GPUrdma");
+        println!(
+            "\n{:<8} {:>7} {:>12} {:>12} {:>14} {:>16}",
+            "mode", "batch", "M vectors/s", "max rel err", "paper: GPI-2", "paper: GPUrdma"
+        );
         for (mode, batch, mvps, err) in &rows {
             let paper = PAPER.iter().find(|p| p.0 == *batch);
-            let (g, r) = paper.map_or(("-".into(), "-".into()), |p| (format!("{:.1}", p.1), format!("{:.1}", p.2)));
+            let (g, r) = paper.map_or(("-".into(), "-".into()), |p| {
+                (format!("{:.1}", p.1), format!("{:.1}", p.2))
+            });
             println!("{mode:<8} {batch:>7} {mvps:>12.2} {err:>12.2e} {g:>14} {r:>16}");
         }
         println!("(cpu: rank 1's work done by a CPU loop, no GPU in this run; paper: GPUrdma, K40 over InfiniBand)");
@@ -149,7 +170,9 @@ fn feed(
     let mut inputs = Vec::with_capacity(pool);
     let mut refs = Vec::with_capacity(pool);
     for p in 0..pool {
-        let x: Vec<f32> = (0..batch * N).map(|i| (((i * 31 + p * 17) % 97) as f32 - 48.0) / 16.0).collect();
+        let x: Vec<f32> = (0..batch * N)
+            .map(|i| (((i * 31 + p * 17) % 97) as f32 - 48.0) / 16.0)
+            .collect();
         let mut y = vec![0f32; batch * N];
         for v in 0..batch {
             matvec(&m, &x[v * N..(v + 1) * N], &mut y[v * N..(v + 1) * N]);
@@ -175,7 +198,17 @@ fn feed(
             let slot = sent % slots;
             let at = slot as u64 * slot_bytes;
             seg.write(at as usize, &inputs[sent % pool])?;
-            gaspi.write_notify(SEG, at, Rank(1), SEG, at, bytes, NotifyId(slot as u32), sent as u32 + 1, Queue(0))?;
+            gaspi.write_notify(
+                SEG,
+                at,
+                Rank(1),
+                SEG,
+                at,
+                bytes,
+                NotifyId(slot as u32),
+                sent as u32 + 1,
+                Queue(0),
+            )?;
             gaspi.wait(Queue(0), Timeout::Block)?;
             sent += 1;
         }
@@ -185,7 +218,12 @@ fn feed(
         gaspi.notify_waitsome(SEG, id, 1, Timeout::Ms(30_000))?;
         let seq = gaspi.notify_reset(SEG, id)?;
         if seq != done as u32 + 1 {
-            return Err(format!("slot {slot}: product of batch {} arrived, expected {}", seq - 1, done).into());
+            return Err(format!(
+                "slot {slot}: product of batch {} arrived, expected {}",
+                seq - 1,
+                done
+            )
+            .into());
         }
         seg.read((products_at + slot as u64 * slot_bytes) as usize, &mut got)?;
         for (a, b) in got.iter().zip(&refs[done % pool]) {
@@ -193,7 +231,9 @@ fn feed(
             max_err = max_err.max(err);
         }
         if max_err > MAX_REL_ERR {
-            return Err(format!("batch {done}: relative error {max_err:e} above {MAX_REL_ERR:e}").into());
+            return Err(
+                format!("batch {done}: relative error {max_err:e} above {MAX_REL_ERR:e}").into(),
+            );
         }
         done += 1;
         if let Some(b) = &bar {
@@ -217,7 +257,13 @@ fn feed(
 }
 
 /// Rank 1 without a GPU: waits for batches, multiplies on the CPU, replies.
-fn serve_cpu(gaspi: &Gaspi, seg: &gaspi::Segment, batch: usize, slots: usize, slot_bytes: u64) -> Result<(), Box<dyn std::error::Error>> {
+fn serve_cpu(
+    gaspi: &Gaspi,
+    seg: &gaspi::Segment,
+    batch: usize,
+    slots: usize,
+    slot_bytes: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
     let m = matrix();
     let products_at = slots as u64 * slot_bytes;
     let bytes = (batch * VEC_BYTES) as u64;
@@ -240,7 +286,17 @@ fn serve_cpu(gaspi: &Gaspi, seg: &gaspi::Segment, batch: usize, slots: usize, sl
         }
         let out = products_at + slot * slot_bytes;
         seg.write(out as usize, as_bytes(&y))?;
-        gaspi.write_notify(SEG, out, Rank(0), SEG, out, bytes, NotifyId(slots as u32 + id.0), seq, Queue(0))?;
+        gaspi.write_notify(
+            SEG,
+            out,
+            Rank(0),
+            SEG,
+            out,
+            bytes,
+            NotifyId(slots as u32 + id.0),
+            seq,
+            Queue(0),
+        )?;
         gaspi.wait(Queue(0), Timeout::Block)?;
     }
 }

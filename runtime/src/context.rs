@@ -57,6 +57,8 @@ pub(crate) struct Inner {
     pub groups: GroupTable,
     pub replies: Replies,
     tokens: AtomicU64,
+    /// Calls, bytes and waiting time (see `stats.rs`).
+    pub stats: crate::stats::Stats,
 }
 
 const HEALTHY: u8 = 0;
@@ -385,6 +387,7 @@ impl Gaspi {
             system,
             replies: Replies::default(),
             tokens: AtomicU64::new(1),
+            stats: crate::stats::Stats::default(),
             peers,
             config,
         });
@@ -469,6 +472,17 @@ impl Gaspi {
             timeout.deadline(),
             "proc_ping",
         )
+    }
+
+    /// The statistics of this rank since init or the last
+    /// [`Gaspi::statistics_reset`].
+    pub fn statistics(&self) -> crate::Statistics {
+        self.inner.stats.read()
+    }
+
+    /// Sets every statistics counter of this rank back to zero.
+    pub fn statistics_reset(&self) {
+        self.inner.stats.reset()
     }
 
     /// Stops another rank (it exits at once, as if killed).

@@ -41,10 +41,12 @@ mod context;
 mod error;
 mod groups;
 pub mod launcher;
+mod lists;
 mod ops;
 mod progress;
 mod queue;
 mod segment;
+mod stats;
 mod tables;
 mod transport;
 mod types;
@@ -53,7 +55,9 @@ mod wire;
 pub use config::{Config, LONG_SPIN, SHORT_SPIN};
 pub use context::Gaspi;
 pub use error::{Error, Result, Side};
+pub use lists::ListElem;
 pub use segment::{Segment, SegmentDescriptor};
+pub use stats::Statistics;
 pub use types::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
 
 /// Sends `tracing` output to stderr, filtered by `GASPI_LOG` (or `RUST_LOG`),
