@@ -38,7 +38,7 @@ pub(crate) struct Peer {
 /// Replies to requests, keyed by token, and the condition waiters sleep on.
 #[derive(Debug, Default)]
 pub(crate) struct Replies {
-    done: Mutex<HashMap<u64, Option<std::result::Result<(), String>>>>,
+    done: Mutex<HashMap<u64, Option<std::result::Result<u64, String>>>>,
     cv: Condvar,
 }
 
@@ -156,6 +156,17 @@ impl Inner {
         deadline: Option<Instant>,
         op: &'static str,
     ) -> Result<()> {
+        self.request_value(rank, make, deadline, op).map(|_| ())
+    }
+
+    /// [`Inner::request`] for requests whose reply carries a value.
+    pub fn request_value(
+        &self,
+        rank: Rank,
+        make: impl FnOnce(u64) -> Message,
+        deadline: Option<Instant>,
+        op: &'static str,
+    ) -> Result<u64> {
         let token = self.tokens.fetch_add(1, Ordering::Relaxed);
         self.replies
             .done
@@ -178,7 +189,7 @@ impl Inner {
         token: u64,
         deadline: Option<Instant>,
         op: &'static str,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(Some(r)) = done.get(&token) {
@@ -202,7 +213,7 @@ impl Inner {
     }
 
     /// Records a reply (progress engine).
-    pub fn complete(&self, token: u64, result: std::result::Result<(), String>) {
+    pub fn complete(&self, token: u64, result: std::result::Result<u64, String>) {
         let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = done.get_mut(&token) {
             *slot = Some(result);

@@ -34,6 +34,7 @@
 //! # Ok::<(), gaspi::Error>(())
 //! ```
 
+mod atomics;
 pub mod bootstrap;
 mod collectives;
 mod config;

@@ -18,6 +18,9 @@ fn main() {
         "read-notify" => read_notify(&g),
         "lists" => lists(&g),
         "lists-bad" => lists_bad(&g),
+        "queues" => queues(&g),
+        "fetch-add" => fetch_add(&g),
+        "compare-swap" => compare_swap(&g),
         other => Err(format!("unknown scenario {other:?}").into()),
     };
     if let Err(e) = r {
@@ -282,5 +285,119 @@ fn lists_bad(g: &Gaspi) -> R {
     }
     assert_eq!(g.notify_reset(SegId(3), NotifyId(3))?, 0);
     let _ = Instant::now();
+    Ok(())
+}
+
+// ----- queues -----
+
+fn queues(g: &Gaspi) -> R {
+    let seg = g.segment_create(SegId(0), 4096, Memory::Host, Group::ALL, Timeout::Block)?;
+    let before = g.queue_num();
+    let mut made = Vec::new();
+    loop {
+        match g.queue_create() {
+            Ok(q) => made.push(q),
+            Err(Error::NoFreeQueue { max }) => {
+                assert_eq!(max, g.queue_max());
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    assert_eq!(before + made.len() as u32, g.queue_max());
+    assert_eq!(g.queue_num(), g.queue_max());
+    let q = *made.last().expect("a queue was made");
+    seg.write(0, &[g.rank().0 as u64])?;
+    g.write_notify(SegId(0), 0, next(g), SegId(0), 8, 8, NotifyId(1), 1, q)?;
+    assert_eq!(g.queue_size(q)?, 2);
+    let busy = g.queue_delete(q);
+    assert!(
+        matches!(busy, Err(Error::QueueBusy { posted: 2, .. })),
+        "{busy:?}"
+    );
+    g.queue_purge(q, Timeout::Block)?;
+    assert_eq!(g.queue_size(q)?, 0);
+    g.queue_delete(q)?;
+    let gone = g.write(SegId(0), 0, next(g), SegId(0), 8, 8, q);
+    assert!(matches!(gone, Err(Error::BadQueue { .. })), "{gone:?}");
+    assert!(matches!(g.queue_delete(q), Err(Error::BadQueue { .. })));
+    // The id is free again, and is the one handed out next.
+    assert_eq!(g.queue_create()?, q);
+    for q in made {
+        g.queue_delete(q)?;
+    }
+    assert_eq!(g.queue_num(), before);
+    g.notify_waitsome(SegId(0), NotifyId(1), 1, Timeout::Ms(60_000))?;
+    assert_eq!(seg.read_vec::<u64>(8, 1)?, vec![prev(g).0 as u64]);
+    Ok(())
+}
+
+// ----- atomics -----
+
+/// Segment 0 in the runtime's shared memory (hardware atomics on the
+/// mapping) and segment 1 bound from a heap buffer (atomics applied by the
+/// owner's progress engine).
+fn atomic_segments(g: &Gaspi) -> R {
+    g.segment_create(SegId(0), 4096, Memory::Host, Group::ALL, Timeout::Block)?;
+    let buf = vec![0u64; 512]
+        .into_iter()
+        .flat_map(u64::to_ne_bytes)
+        .collect::<Vec<u8>>();
+    g.segment_use(SegId(1), buf.into_boxed_slice(), Group::ALL, Timeout::Block)?;
+    Ok(())
+}
+
+fn fetch_add(g: &Gaspi) -> R {
+    const N: u64 = 10_000;
+    atomic_segments(g)?;
+    let root = Rank(0);
+    let e = g.atomic_fetch_add(SegId(0), 4, root, 1, Timeout::Block);
+    assert!(matches!(e, Err(Error::Unaligned { offset: 4 })), "{e:?}");
+    let e = g.atomic_fetch_add(SegId(0), 4096, root, 1, Timeout::Block);
+    assert!(matches!(e, Err(Error::OutOfBounds { .. })), "{e:?}");
+    let e = g.atomic_fetch_add(SegId(9), 0, root, 1, Timeout::Block);
+    assert!(matches!(e, Err(Error::UnknownSegment { .. })), "{e:?}");
+    block(g)?;
+    for (seg, n) in [(SegId(0), N), (SegId(1), N / 10)] {
+        let mut last = None;
+        for _ in 0..n {
+            let old = g.atomic_fetch_add(seg, 8, root, 1, Timeout::Block)?;
+            // Old values seen by one rank only grow.
+            assert!(last.is_none_or(|l| old > l), "{old} after {last:?}");
+            last = Some(old);
+        }
+        // Large addends wrap like u64 arithmetic.
+        g.atomic_fetch_add(seg, 16, root, u64::MAX, Timeout::Block)?;
+        block(g)?;
+        let total = g.atomic_fetch_add(seg, 8, root, 0, Timeout::Block)?;
+        assert_eq!(total, n * g.size() as u64, "{seg}");
+        let wrapped = g.atomic_fetch_add(seg, 16, root, 0, Timeout::Block)?;
+        assert_eq!(wrapped, (g.size() as u64).wrapping_mul(u64::MAX), "{seg}");
+    }
+    assert!(g.statistics().calls_of("atomic_fetch_add") >= N);
+    Ok(())
+}
+
+fn compare_swap(g: &Gaspi) -> R {
+    atomic_segments(g)?;
+    let me = g.rank().0 as u64 + 1;
+    for (seg, off) in [(SegId(0), 24), (SegId(1), 40), (SegId(0), 4088)] {
+        let root = Rank(g.size() - 1);
+        let old = g.atomic_compare_swap(seg, off, root, 0, me, Timeout::Block)?;
+        block(g)?;
+        let winner = g.atomic_fetch_add(seg, off, root, 0, Timeout::Block)?;
+        assert!((1..=g.size() as u64).contains(&winner), "{winner}");
+        // Exactly one rank saw 0 and put its number in; every loser saw it.
+        assert_eq!(old == 0, winner == me, "old {old}, winner {winner}");
+        if old != 0 {
+            assert_eq!(old, winner);
+        }
+        // A failing swap changes nothing.
+        let again = g.atomic_compare_swap(seg, off, root, 0, 99, Timeout::Block)?;
+        assert_eq!(again, winner);
+        block(g)?;
+    }
+    let e = g.atomic_compare_swap(SegId(1), 12, Rank(0), 0, 1, Timeout::Block);
+    assert!(matches!(e, Err(Error::Unaligned { offset: 12 })), "{e:?}");
     Ok(())
 }

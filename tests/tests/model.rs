@@ -95,3 +95,10 @@ on_ranks!(
     [2, 4, 8]
 );
 on_ranks!(list_calls_refuse_bad_input_before_writing, "lists-bad", [2]);
+on_ranks!(queues_are_created_deleted_and_purged, "queues", [2]);
+on_ranks!(fetch_add_from_every_rank_sums_exactly, "fetch-add", [2, 8]);
+on_ranks!(
+    compare_swap_elects_exactly_one_winner,
+    "compare-swap",
+    [2, 4, 8]
+);
