@@ -236,6 +236,14 @@ pub enum Error {
         /// the collective in progress
         running: &'static str,
     },
+    /// The send and receive buffers of a collective differ in length.
+    #[error("the send buffer has {send} elements but the receive buffer {recv}")]
+    LengthMismatch {
+        /// elements to send
+        send: usize,
+        /// elements to receive
+        recv: usize,
+    },
     /// A passive message of a size outside 1..=65535 bytes.
     #[error("passive messages carry 1 to {max} bytes, not {size}")]
     PassiveSize {

@@ -199,6 +199,8 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
                 },
             );
         }
+        Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
+        Message::Passive { data } => inner.passive.push(from, data),
         Message::Goodbye => conn.said_goodbye = true,
         Message::Kill => {
             tracing::warn!("killed by {from} (proc_kill)");

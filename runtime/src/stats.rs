@@ -20,7 +20,6 @@ macro_rules! ops {
     ($($v:ident => $name:literal),* $(,)?) => {
         /// The operations whose calls are counted.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        #[allow(dead_code)] // TEMP: the remaining calls land in later commits
         pub(crate) enum Op { $($v),* }
         const OP_NAMES: &[&str] = &[$($name),*];
     };

@@ -43,6 +43,11 @@ pub(crate) enum Message {
         offset: u64,
         op: AtomicOp,
     },
+    /// "I commit `group` with members hashing to `hash`" (`group_commit`).
+    GroupCommit { group: u32, hash: u64 },
+    /// A passive message (`passive_send`): queued by the receiver's
+    /// progress engine for `passive_receive`.
+    Passive { data: Vec<u8> },
     /// Health check; answered with a `Reply`.
     Ping { token: u64 },
     /// The sender terminates in order; its connection closing is no failure.

@@ -40,7 +40,19 @@ fn launcher() -> PathBuf {
 /// Runs `scenario` on `ranks` ranks; panics with the job's output unless
 /// every rank succeeded.
 fn job(ranks: u32, scenario: &str, args: &[&str]) -> String {
+    run(ranks, scenario, args, false)
+}
+
+/// Runs a job whose ranks may fail (one is killed); returns its output.
+fn job_keep_going(ranks: u32, scenario: &str) -> String {
+    run(ranks, scenario, &[], true)
+}
+
+fn run(ranks: u32, scenario: &str, args: &[&str], keep_going: bool) -> String {
     let mut cmd = Command::new(launcher());
+    if keep_going {
+        cmd.arg("--keep-going");
+    }
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("GASPI_") {
             cmd.env_remove(&k);
@@ -66,7 +78,7 @@ fn job(ranks: u32, scenario: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        out.status.success(),
+        keep_going || out.status.success(),
         "{scenario} on {ranks} ranks failed ({}):\n{text}",
         out.status
     );
@@ -102,3 +114,33 @@ on_ranks!(
     "compare-swap",
     [2, 4, 8]
 );
+on_ranks!(
+    groups_with_holes_commit_barrier_and_reduce,
+    "groups",
+    [2, 4, 8]
+);
+on_ranks!(
+    allreduce_matches_the_sequential_reference,
+    "allreduce",
+    [2, 4, 8]
+);
+on_ranks!(collectives_resume_after_timeout_test, "resume", [2, 4, 8]);
+on_ranks!(
+    passive_messages_arrive_whole_and_in_order,
+    "passive",
+    [2, 4, 8]
+);
+
+#[test]
+fn the_state_vector_marks_a_killed_rank() {
+    for n in [2u32, 4] {
+        let out = job_keep_going(n, "kill");
+        for r in 0..n - 1 {
+            assert!(
+                out.contains(&format!("rank {r} saw Rank({}) corrupt", n - 1)),
+                "rank {r} did not see the kill:\n{out}"
+            );
+        }
+        assert!(!out.contains("still alive"), "{out}");
+    }
+}

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::types::{Group, Rank, Timeout};
 
 /// True when `seen` is epoch `want` or a later one.
-fn reached(seen: u32, want: u32) -> bool {
+pub(crate) fn reached(seen: u32, want: u32) -> bool {
     seen != 0 && (seen.wrapping_sub(want) as i32) >= 0
 }
 
@@ -22,13 +22,14 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
     let deadline = timeout.deadline();
     let me = inner.rank;
     let (members, epoch, start) = inner.groups.with_committed(group, me, |g| {
+        g.check_idle_except(group, "barrier")?;
         let b = &mut g.barrier;
         if b.round.is_none() {
             b.epoch = b.epoch.wrapping_add(1).max(1);
             b.round = Some(0);
         }
-        (g.members.clone(), b.epoch, b.round.unwrap_or(0))
-    })?;
+        Ok::<_, Error>((g.members.clone(), b.epoch, b.round.unwrap_or(0)))
+    })??;
     let n = members.len();
     let pos = members.binary_search(&me).expect("member checked");
     let rounds = usize::BITS - (n.max(1) - 1).leading_zeros();
