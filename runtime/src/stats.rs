@@ -11,7 +11,7 @@
 //! their stores): it records the current sums as a baseline that later
 //! readings subtract.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -76,8 +76,10 @@ impl Cells {
 }
 
 thread_local! {
-    /// This thread's counters and the id of the context they belong to.
-    static MINE: RefCell<Option<(u64, Arc<Cells>)>> = const { RefCell::new(None) };
+    /// This thread's counters and the id of the context they belong to; a
+    /// plain `Cell` of `Copy` data, so reading it is one TLS load (no
+    /// borrow flag, no destructor registration).
+    static MINE: Cell<(u64, *const Cells)> = const { Cell::new((0, std::ptr::null())) };
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -103,23 +105,27 @@ impl Default for Stats {
 impl Stats {
     #[inline]
     fn with_cells(&self, f: impl FnOnce(&Cells)) {
-        let _ = MINE.try_with(|m| {
-            let Ok(mut m) = m.try_borrow_mut() else {
-                return;
-            };
-            match &*m {
-                Some((id, cells)) if *id == self.id => f(cells),
-                _ => {
-                    let cells = Arc::new(Cells(std::array::from_fn(|_| AtomicU64::new(0))));
-                    self.threads
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(cells.clone());
-                    f(&cells);
-                    *m = Some((self.id, cells));
-                }
-            }
-        });
+        let (id, cells) = MINE.with(|m| m.get());
+        if id == self.id {
+            // SAFETY: the pointer was taken from an Arc that this Stats
+            // (same id: ids are never reused) keeps in `threads` for as long
+            // as it lives, and we are called through it, so it is alive.
+            f(unsafe { &*cells })
+        } else {
+            self.register(f)
+        }
+    }
+
+    /// First call of this thread on this context: gives it its counters.
+    #[cold]
+    fn register(&self, f: impl FnOnce(&Cells)) {
+        let cells = Arc::new(Cells(std::array::from_fn(|_| AtomicU64::new(0))));
+        MINE.with(|m| m.set((self.id, Arc::as_ptr(&cells))));
+        f(&cells);
+        self.threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(cells);
     }
 
     /// Counts one call of `op` moving `bytes` bytes into `counter`.
