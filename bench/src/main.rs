@@ -12,7 +12,7 @@ mod floor;
 mod report;
 
 use clap::{Parser, Subcommand};
-use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, ReduceOp, SegId, Timeout};
 use report::{Record, Samples};
 use std::time::Instant;
 
@@ -57,6 +57,14 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         ranks: u32,
     },
+    /// Allreduce (sum) latency on the group of all ranks, 1 and 255 doubles.
+    Allreduce {
+        /// Ranks to launch when started directly.
+        #[arg(long, default_value_t = 2)]
+        ranks: u32,
+    },
+    /// atomic_fetch_add round trip to the other rank's segment.
+    Atomic,
 }
 
 const SEG: SegId = SegId(0);
@@ -124,6 +132,14 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Barrier { ranks } => {
             let g = start(*ranks)?;
             barrier(&g, cli.quick)?
+        }
+        Cmd::Allreduce { ranks } => {
+            let g = start(*ranks)?;
+            allreduce(&g, cli.quick)?
+        }
+        Cmd::Atomic => {
+            let g = start(2)?;
+            atomic(&g, cli.quick)?
         }
     };
     // Only rank 0 reports; the other ranks return no records.
@@ -359,4 +375,70 @@ fn barrier(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Er
         "cacheline-pingpong x rounds",
         floor_us * rounds,
     )])
+}
+
+fn allreduce(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    const BATCH: u64 = 100;
+    let n = g.size();
+    let floor_us = cacheline_floor(g, quick)?;
+    let samples_n = if quick { 20 } else { 200 };
+    let mut out = Vec::new();
+    for count in [1usize, 255] {
+        let send = vec![g.rank().0 as f64 + 0.5; count];
+        let mut recv = vec![0.0f64; count];
+        let mut samples = Samples::with_capacity(samples_n as usize);
+        g.barrier(Group::ALL, Timeout::Block)?;
+        for s in 0..=samples_n {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                g.allreduce(&send, &mut recv, ReduceOp::Sum, Group::ALL, Timeout::Block)?;
+            }
+            if s > 0 {
+                samples.push(t.elapsed().as_secs_f64() * 1e6 / BATCH as f64);
+            }
+        }
+        if g.rank().0 != 0 {
+            continue;
+        }
+        let mut r = Record::new("allreduce", n).with_samples(&samples);
+        r.transport = Some(g.transport(Rank((g.rank().0 + 1) % n))?.into());
+        r.size = Some((count * 8) as u64);
+        r.iters = Some(samples_n * BATCH);
+        // Gather to the root, scatter back: two hand-offs on the critical path.
+        out.push(r.with_ref_us("cacheline-pingpong x 2", floor_us * 2.0));
+    }
+    g.barrier(Group::ALL, Timeout::Block)?;
+    Ok(out)
+}
+
+fn atomic(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    g.segment_create(SEG, 4096, Memory::Host, Group::ALL, Timeout::Block)?;
+    let floor_us = cacheline_floor(g, quick)?;
+    let me = g.rank();
+    let peer = Rank(1 - me.0);
+    let iters = if quick { 10_000 } else { 100_000 };
+    let batch = iters / SAMPLES;
+    let mut samples = Samples::with_capacity(SAMPLES as usize);
+    g.barrier(Group::ALL, Timeout::Block)?;
+    if me.0 == 0 {
+        for s in 0..=SAMPLES {
+            let t = Instant::now();
+            for _ in 0..batch {
+                g.atomic_fetch_add(SEG, 0, peer, 1, Timeout::Block)?;
+            }
+            if s > 0 {
+                samples.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64);
+            }
+        }
+    }
+    g.barrier(Group::ALL, Timeout::Block)?;
+    if me.0 != 0 {
+        return Ok(Vec::new());
+    }
+    let mut r = Record::new("atomic-fetch-add", 2).with_samples(&samples);
+    r.transport = Some(g.transport(peer)?.into());
+    r.size = Some(8);
+    r.iters = Some(batch * SAMPLES);
+    // One hardware atomic on a line the peer's memory owns: one hand-off.
+    Ok(vec![r.with_ref_us("cacheline-pingpong", floor_us)])
 }

@@ -38,7 +38,7 @@ pub(crate) struct Peer {
 /// Replies to requests, keyed by token, and the condition waiters sleep on.
 #[derive(Debug, Default)]
 pub(crate) struct Replies {
-    done: Mutex<HashMap<u64, Option<std::result::Result<(), String>>>>,
+    done: Mutex<HashMap<u64, Option<std::result::Result<u64, String>>>>,
     cv: Condvar,
 }
 
@@ -57,15 +57,52 @@ pub(crate) struct Inner {
     pub groups: GroupTable,
     pub replies: Replies,
     tokens: AtomicU64,
+    /// Calls, bytes and waiting time (see `stats.rs`).
+    pub stats: crate::stats::Stats,
+    /// Passive messages received, not yet taken (see `passive.rs`).
+    pub passive: crate::passive::Inbox,
 }
 
 const HEALTHY: u8 = 0;
 const TERMINATED: u8 = 1;
 const CORRUPT: u8 = 2;
 
-/// Notification words of the system segment: 64 per group for barriers.
-pub(crate) fn system_notifications(group_max: u32) -> u32 {
-    group_max * 64
+/// Bytes of one allreduce slot of the system segment: 255 doubles, rounded up.
+pub(crate) const SLOT: usize = 2048;
+
+/// Notification words of the system segment: 64 per group for barriers,
+/// then per group one allreduce word per member position and one for the
+/// result.
+pub(crate) fn system_notifications(group_max: u32, size: u32) -> u32 {
+    group_max * 64 + group_max * (size + 1)
+}
+
+/// Data bytes of the system segment: per group one allreduce slot per
+/// member position (used on the group's root) and one result slot. The
+/// memfd is sparse: pages never touched cost nothing.
+pub(crate) fn system_data_size(group_max: u32, size: u32) -> usize {
+    group_max as usize * (size as usize + 1) * SLOT
+}
+
+/// Allreduce word of `group` for member position `slot` (`slot == size`:
+/// the result word).
+pub(crate) fn reduce_word(group_max: u32, size: u32, group: crate::Group, slot: u32) -> u32 {
+    64 * group_max + group.0 * (size + 1) + slot
+}
+
+/// Offset of allreduce slot `slot` of `group` in the system segment's data.
+pub(crate) fn reduce_offset(size: u32, group: crate::Group, slot: u32) -> u64 {
+    ((group.0 as u64 * (size as u64 + 1)) + slot as u64) * SLOT as u64
+}
+
+/// Every collective word of `group` in the system segment.
+pub(crate) fn group_words(
+    group_max: u32,
+    size: u32,
+    group: crate::Group,
+) -> impl Iterator<Item = u32> {
+    let first = reduce_word(group_max, size, group, 0);
+    (64 * group.0..64 * group.0 + 64).chain(first..=first + size)
 }
 
 impl Inner {
@@ -113,6 +150,8 @@ impl Inner {
     /// Wakes threads waiting on replies or on the system segment.
     pub fn wake_all(&self) {
         self.system.notifications.signal();
+        self.groups.wake();
+        self.passive.wake();
         let _guard = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
         self.replies.cv.notify_all();
     }
@@ -154,6 +193,17 @@ impl Inner {
         deadline: Option<Instant>,
         op: &'static str,
     ) -> Result<()> {
+        self.request_value(rank, make, deadline, op).map(|_| ())
+    }
+
+    /// [`Inner::request`] for requests whose reply carries a value.
+    pub fn request_value(
+        &self,
+        rank: Rank,
+        make: impl FnOnce(u64) -> Message,
+        deadline: Option<Instant>,
+        op: &'static str,
+    ) -> Result<u64> {
         let token = self.tokens.fetch_add(1, Ordering::Relaxed);
         self.replies
             .done
@@ -176,7 +226,7 @@ impl Inner {
         token: u64,
         deadline: Option<Instant>,
         op: &'static str,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(Some(r)) = done.get(&token) {
@@ -200,7 +250,7 @@ impl Inner {
     }
 
     /// Records a reply (progress engine).
-    pub fn complete(&self, token: u64, result: std::result::Result<(), String>) {
+    pub fn complete(&self, token: u64, result: std::result::Result<u64, String>) {
         let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = done.get_mut(&token) {
             *slot = Some(result);
@@ -313,8 +363,8 @@ impl Gaspi {
         let deadline = Instant::now() + config.init_timeout;
         let system = Arc::new(LocalSegment::alloc_host(
             SegId(SYSTEM_SEG as u8),
-            64,
-            system_notifications(config.group_max),
+            system_data_size(config.group_max, size),
+            system_notifications(config.group_max, size),
             config.effective_spin(),
         )?);
         let listener = TcpListener::bind("0.0.0.0:0")
@@ -385,6 +435,8 @@ impl Gaspi {
             system,
             replies: Replies::default(),
             tokens: AtomicU64::new(1),
+            stats: crate::stats::Stats::default(),
+            passive: crate::passive::Inbox::default(),
             peers,
             config,
         });
@@ -469,6 +521,17 @@ impl Gaspi {
             timeout.deadline(),
             "proc_ping",
         )
+    }
+
+    /// The statistics of this rank since init or the last
+    /// [`Gaspi::statistics_reset`].
+    pub fn statistics(&self) -> crate::Statistics {
+        self.inner.stats.read()
+    }
+
+    /// Sets every statistics counter of this rank back to zero.
+    pub fn statistics_reset(&self) {
+        self.inner.stats.reset()
     }
 
     /// Stops another rank (it exits at once, as if killed).

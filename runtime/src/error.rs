@@ -167,6 +167,91 @@ pub enum Error {
         /// the group
         group: Group,
     },
+    /// A list operation or a collective with more elements than allowed.
+    #[error("{what} has {count} elements; at most {max} are allowed")]
+    TooManyElements {
+        /// what was too long ("a list", "an allreduce")
+        what: &'static str,
+        /// elements asked for
+        count: usize,
+        /// the limit
+        max: u32,
+    },
+    /// An atomic operation on an offset that is not 8-byte aligned.
+    #[error("atomic operations need an 8-byte aligned offset; {offset} is not")]
+    Unaligned {
+        /// the offset asked for
+        offset: u64,
+    },
+    /// Every queue id is in use (`queue_create`).
+    #[error("all {max} queues exist already")]
+    NoFreeQueue {
+        /// the maximum number of queues
+        max: u32,
+    },
+    /// A queue that still holds requests cannot be deleted.
+    #[error("{queue} still holds {posted} requests: wait on it or purge it first")]
+    QueueBusy {
+        /// the queue
+        queue: Queue,
+        /// requests posted since its last wait
+        posted: u32,
+    },
+    /// Every group id is in use (`group_create`).
+    #[error("all {max} groups exist already (Group::ALL included)")]
+    NoFreeGroup {
+        /// the maximum number of groups
+        max: u32,
+    },
+    /// A committed group (or `Group::ALL`) cannot be changed.
+    #[error("{group} is committed (or is Group::ALL) and cannot be changed")]
+    GroupCommitted {
+        /// the group
+        group: Group,
+    },
+    /// The rank is already a member of the group.
+    #[error("{rank} is already a member of {group}")]
+    AlreadyMember {
+        /// the group
+        group: Group,
+        /// the rank
+        rank: Rank,
+    },
+    /// Members of a group being committed disagree about its members.
+    #[error("{rank} has a different member list for {group}")]
+    GroupMismatch {
+        /// the group
+        group: Group,
+        /// the member whose list differs
+        rank: Rank,
+    },
+    /// Another collective is in progress on the group (it returned `Timeout`
+    /// and has not been completed), or the call differs from the one that is.
+    #[error(
+        "{group} has an unfinished {running}; call it again (same arguments) to complete it first"
+    )]
+    CollectiveInProgress {
+        /// the group
+        group: Group,
+        /// the collective in progress
+        running: &'static str,
+    },
+    /// The send and receive buffers of a collective differ in length.
+    #[error("the send buffer has {send} elements but the receive buffer {recv}")]
+    LengthMismatch {
+        /// elements to send
+        send: usize,
+        /// elements to receive
+        recv: usize,
+    },
+    /// A passive message of a size outside 1..=65535 bytes.
+    #[error("passive messages carry 1 to {max} bytes, not {size}")]
+    PassiveSize {
+        /// the size asked for
+        size: u64,
+        /// the maximum
+        max: u64,
+    },
     /// A configuration value out of range or unreadable.
     #[error("configuration: {0}")]
     Config(String),

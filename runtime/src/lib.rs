@@ -34,6 +34,7 @@
 //! # Ok::<(), gaspi::Error>(())
 //! ```
 
+mod atomics;
 pub mod bootstrap;
 mod collectives;
 mod config;
@@ -41,19 +42,26 @@ mod context;
 mod error;
 mod groups;
 pub mod launcher;
+mod lists;
 mod ops;
+mod passive;
 mod progress;
 mod queue;
 mod segment;
+mod stats;
 mod tables;
 mod transport;
 mod types;
 mod wire;
 
+pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 pub use config::{Config, LONG_SPIN, SHORT_SPIN};
 pub use context::Gaspi;
 pub use error::{Error, Result, Side};
+pub use lists::ListElem;
+pub use passive::PASSIVE_MAX;
 pub use segment::{Segment, SegmentDescriptor};
+pub use stats::Statistics;
 pub use types::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
 
 /// Sends `tracing` output to stderr, filtered by `GASPI_LOG` (or `RUST_LOG`),

@@ -5,6 +5,7 @@
 use crate::context::{Gaspi, Inner};
 use crate::error::{Error, Result, Side};
 use crate::segment::{check_bounds, LocalSegment, Segment};
+use crate::stats::{Counter, Op};
 use crate::tables::Tables;
 use crate::transport::RemoteSegment;
 use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
@@ -18,7 +19,7 @@ impl From<&Segment> for SegId {
 }
 
 impl Inner {
-    fn check_seg_id(&self, seg: SegId) -> Result<()> {
+    pub(crate) fn check_seg_id(&self, seg: SegId) -> Result<()> {
         if seg.0 as u32 >= self.config.segment_max {
             return Err(Error::SegmentIdOutOfRange {
                 seg,
@@ -56,7 +57,7 @@ impl Inner {
         f(s, &tables)
     }
 
-    fn check_queue(&self, queue: Queue) -> Result<&crate::queue::QueueState> {
+    pub(crate) fn check_queue(&self, queue: Queue) -> Result<&crate::queue::QueueState> {
         self.queues
             .get(queue.0 as usize)
             .filter(|q| q.created.load(std::sync::atomic::Ordering::Relaxed))
@@ -66,7 +67,7 @@ impl Inner {
             })
     }
 
-    fn check_size(&self, size: u64) -> Result<()> {
+    pub(crate) fn check_size(&self, size: u64) -> Result<()> {
         if size == 0 {
             return Err(Error::ZeroSize { what: "a transfer" });
         }
@@ -80,7 +81,7 @@ impl Inner {
     }
 
     /// Checks that `rank` exists, is healthy and reachable.
-    fn check_peer(&self, rank: Rank) -> Result<()> {
+    pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
         self.check_rank(rank)?;
         self.peer_ok(rank)?;
         if self.peers[rank.0 as usize].transport.is_none() {
@@ -94,7 +95,7 @@ impl Inner {
 }
 
 /// Looks up a remote segment in a table snapshot and checks a byte range.
-fn lookup_remote(
+pub(crate) fn lookup_remote(
     tables: &Tables,
     rank: Rank,
     seg: SegId,
@@ -112,7 +113,7 @@ fn lookup_remote(
     Ok(r)
 }
 
-fn check_notification(
+pub(crate) fn check_notification(
     r: &dyn RemoteSegment,
     rank: Rank,
     seg: SegId,
@@ -468,6 +469,12 @@ impl Gaspi {
                 return Err(e);
             }
             q.touch(rank);
+            let op = if notify.is_some() {
+                Op::WriteNotify
+            } else {
+                Op::Write
+            };
+            inner.stats.call(op, Counter::BytesWritten, size);
             Ok(())
         })
     }
@@ -502,6 +509,7 @@ impl Gaspi {
                 return Err(e);
             }
             q.touch(rank);
+            inner.stats.call(Op::Read, Counter::BytesRead, size);
             Ok(())
         })
     }
@@ -529,6 +537,7 @@ impl Gaspi {
             return Err(e);
         }
         q.touch(rank);
+        inner.stats.call(Op::Notify, Counter::None, 0);
         Ok(())
     }
 
@@ -536,6 +545,7 @@ impl Gaspi {
     /// naming a rank that died while it had requests on the queue.
     pub fn wait(&self, queue: Queue, _timeout: Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
+        self.inner.stats.call(Op::Wait, Counter::None, 0);
         // Shared-memory requests complete when posted; what is left is to
         // report targets that died meanwhile.
         for r in q.drain() {
@@ -583,13 +593,18 @@ impl Gaspi {
                 .map_err(|_| out_of_range(area.count()))?;
             Ok(area.scan(begin.0, num))
         })?;
+        let stats = &self.inner.stats;
+        stats.call(Op::NotifyWaitsome, Counter::None, 0);
         if let Some(id) = found {
             return Ok(NotifyId(id));
         }
         // Slow path: hold the segment itself while waiting, not the lock.
         let s = self.inner.local_segment(seg)?;
         let area = &s.notifications;
-        match area.wait_until(timeout.deadline(), || area.scan(begin.0, num)) {
+        let t = std::time::Instant::now();
+        let found = area.wait_until(timeout.deadline(), || area.scan(begin.0, num));
+        stats.waited(t.elapsed());
+        match found {
             Some(id) => Ok(NotifyId(id)),
             None => Err(Error::Timeout {
                 op: "notify_waitsome",
@@ -618,6 +633,11 @@ impl Gaspi {
     /// Waits until every member of `group` has called `barrier`. After a
     /// `Timeout`, calling it again resumes the same barrier.
     pub fn barrier(&self, group: Group, timeout: Timeout) -> Result<()> {
-        crate::collectives::barrier::barrier(&self.inner, group, timeout)
+        let stats = &self.inner.stats;
+        stats.call(Op::Barrier, Counter::None, 0);
+        let t = std::time::Instant::now();
+        let r = crate::collectives::barrier::barrier(&self.inner, group, timeout);
+        stats.waited(t.elapsed());
+        r
     }
 }

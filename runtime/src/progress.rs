@@ -177,7 +177,19 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
             let _ = inner.send(from, &Message::Reply { token, result });
         }
         Message::Unregister { seg } => inner.detach(from, seg as usize),
-        Message::Reply { token, result } => inner.complete(token, result),
+        Message::Reply { token, result } => inner.complete(token, result.map(|()| 0)),
+        Message::ValueReply { token, result } => inner.complete(token, result),
+        Message::Atomic {
+            token,
+            seg,
+            offset,
+            op,
+        } => {
+            let result = inner
+                .owner_atomic(crate::SegId(seg), offset, op)
+                .map_err(|e| e.to_string());
+            let _ = inner.send(from, &Message::ValueReply { token, result });
+        }
         Message::Ping { token } => {
             let _ = inner.send(
                 from,
@@ -187,6 +199,8 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
                 },
             );
         }
+        Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
+        Message::Passive { data } => inner.passive.push(from, data),
         Message::Goodbye => conn.said_goodbye = true,
         Message::Kill => {
             tracing::warn!("killed by {from} (proc_kill)");

@@ -29,12 +29,56 @@ pub(crate) enum Message {
         token: u64,
         result: std::result::Result<(), String>,
     },
+    /// The answer to a request whose reply carries a value (atomics).
+    ValueReply {
+        token: u64,
+        result: std::result::Result<u64, String>,
+    },
+    /// "Apply `op` to the u64 at `offset` of your segment `seg`; reply with
+    /// its old value": atomics on memory peers cannot reach with hardware
+    /// atomics (`segment_bind` memory, network transports).
+    Atomic {
+        token: u64,
+        seg: u8,
+        offset: u64,
+        op: AtomicOp,
+    },
+    /// "I commit `group` with members hashing to `hash`" (`group_commit`).
+    GroupCommit { group: u32, hash: u64 },
+    /// A passive message (`passive_send`): queued by the receiver's
+    /// progress engine for `passive_receive`.
+    Passive { data: Vec<u8> },
     /// Health check; answered with a `Reply`.
     Ping { token: u64 },
     /// The sender terminates in order; its connection closing is no failure.
     Goodbye,
     /// The sender asks the receiver to stop (`proc_kill`).
     Kill,
+}
+
+/// A read-modify-write on a u64 of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum AtomicOp {
+    /// Add (wrapping).
+    FetchAdd(u64),
+    /// Store `new` if the word equals `comparator`.
+    CompareSwap { comparator: u64, new: u64 },
+}
+
+impl AtomicOp {
+    /// Applies the operation to `word` (sequentially consistent) and
+    /// returns the old value.
+    pub fn apply(self, word: &std::sync::atomic::AtomicU64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self {
+            AtomicOp::FetchAdd(v) => word.fetch_add(v, SeqCst),
+            AtomicOp::CompareSwap { comparator, new } => {
+                match word.compare_exchange(comparator, new, SeqCst, SeqCst) {
+                    Ok(old) | Err(old) => old,
+                }
+            }
+        }
+    }
 }
 
 /// Encodes `msg` as one frame.

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::types::{Group, Rank, Timeout};
 
 /// True when `seen` is epoch `want` or a later one.
-fn reached(seen: u32, want: u32) -> bool {
+pub(crate) fn reached(seen: u32, want: u32) -> bool {
     seen != 0 && (seen.wrapping_sub(want) as i32) >= 0
 }
 
@@ -22,13 +22,14 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
     let deadline = timeout.deadline();
     let me = inner.rank;
     let (members, epoch, start) = inner.groups.with_committed(group, me, |g| {
+        g.check_idle_except(group, "barrier")?;
         let b = &mut g.barrier;
         if b.round.is_none() {
             b.epoch = b.epoch.wrapping_add(1).max(1);
             b.round = Some(0);
         }
-        (g.members.clone(), b.epoch, b.round.unwrap_or(0))
-    })?;
+        Ok::<_, Error>((g.members.clone(), b.epoch, b.round.unwrap_or(0)))
+    })??;
     let n = members.len();
     let pos = members.binary_search(&me).expect("member checked");
     let rounds = usize::BITS - (n.max(1) - 1).leading_zeros();
@@ -36,6 +37,7 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
         for k in start..rounds {
             let dist = 1usize << k;
             let to = members[(pos + dist) % n];
+            let from = members[(pos + n - dist % n) % n];
             let word = group.0 * 64 + k;
             signal(inner, to, word, epoch)?;
             let waited = inner.system.notifications.wait_until(deadline, || {
@@ -45,10 +47,24 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
                 }
                 // Every survivor's connection sees a death, so checking all
                 // members ends the barrier everywhere, not only next to it.
-                members
+                // A member that terminated in order may simply have left
+                // this barrier before us (it had everyone's signals); only
+                // the partner we wait for must not have terminated.
+                let failed = members
                     .iter()
-                    .find_map(|&r| inner.peer_ok(r).err())
-                    .map(Err)
+                    .find_map(|&r| match inner.peer_ok(r) {
+                        Err(e @ Error::PeerDead { .. }) => Some(e),
+                        _ => None,
+                    })
+                    .or_else(|| inner.peer_ok(from).err())?;
+                // A partner may have signalled and then terminated between
+                // the two checks: its signal counts.
+                let seen = inner.system.notifications.get(word).unwrap_or(0);
+                Some(if reached(seen, epoch) {
+                    Ok(())
+                } else {
+                    Err(failed)
+                })
             });
             match waited {
                 Some(Ok(())) => save(inner, group, Some(k + 1)),

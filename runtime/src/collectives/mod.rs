@@ -10,4 +10,5 @@
 //! Collectives are resumable: a call that returns `Timeout` records how far
 //! it got in the group's state, and the next call continues from there.
 
+pub(crate) mod allreduce;
 pub(crate) mod barrier;

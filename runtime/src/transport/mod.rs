@@ -40,4 +40,9 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()>;
     /// Sets notification `id` to `value`, after everything put before.
     fn notify(&self, id: u32, value: u32) -> Result<()>;
+    /// Applies `op` to the u64 at `offset` (8-byte aligned and in bounds,
+    /// checked by the caller) with a hardware atomic and returns its old
+    /// value; `Ok(None)` when this transport cannot reach the word with one
+    /// from here, and the owner must apply it (see `atomics.rs`).
+    fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>>;
 }

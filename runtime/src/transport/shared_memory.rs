@@ -132,6 +132,25 @@ impl RemoteSegment for SharedMemorySegment {
         }
     }
 
+    fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+        match &self.data {
+            Data::Mapped { ptr } => {
+                // SAFETY: the caller checked offset + 8 <= size and that
+                // offset is 8-byte aligned; the mapping starts on a page
+                // boundary (data_offset 0 in a memfd mapping), so the word
+                // is aligned; it lives as long as self. Every rank touches
+                // such words only through atomics (the API's contract for
+                // words used with atomics), and AtomicU64 has u64's layout.
+                let word = unsafe {
+                    std::sync::atomic::AtomicU64::from_ptr(ptr.add(offset as usize).cast())
+                };
+                Ok(Some(op.apply(word)))
+            }
+            // Another process's private memory: no hardware atomic reaches it.
+            Data::Process(_) => Ok(None),
+        }
+    }
+
     fn notify(&self, id: u32, value: u32) -> Result<()> {
         // The release store inside `set` orders it after the copies above.
         self.notifications

@@ -1,0 +1,377 @@
+//! Allreduce over the system segments: gather to the group's root, reduce
+//! in member order, scatter the result.
+//!
+//! Every member writes its contribution into slot [its position] of the
+//! root's (the group's first member's) system segment and notifies the
+//! slot's word with the allreduce's epoch; the root waits for every slot,
+//! reduces them in member order (so floating-point results are the same on
+//! every run and equal to a sequential reduction in that order), writes the
+//! result into every member's result slot and notifies its result word with
+//! the epoch; members wait for it. Two round trips of latency, no double
+//! buffering needed: a member sends epoch e+1 only after it has read the
+//! result of epoch e, and the root writes result e+1 only after it has read
+//! every contribution e+1.
+//!
+//! Resumable: the group's state records the epoch and whether this member
+//! has sent; a call that timed out continues when called again with the
+//! same signature (operation, type, length). A different collective started
+//! meanwhile is refused with `CollectiveInProgress`.
+
+use super::barrier::reached;
+use crate::context::{reduce_offset, reduce_word, Inner, SLOT, SYSTEM_SEG};
+use crate::error::{Error, Result};
+use crate::types::{Group, Rank, Timeout};
+
+/// Most elements of an allreduce.
+pub const ALLREDUCE_ELEM_MAX: usize = 255;
+/// Most bytes of an allreduce's buffer (255 doubles).
+pub const ALLREDUCE_BYTES_MAX: usize = 255 * 8;
+const _: () = assert!(ALLREDUCE_BYTES_MAX <= SLOT);
+
+/// What identifies an allreduce call for resumption: operation, element
+/// type, element size, element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Signature {
+    pub op: u8,
+    pub ty: u8,
+    pub elem_size: usize,
+    pub count: usize,
+}
+
+/// Runs (or resumes) an allreduce of `send` into `recv` (bytes; `count`
+/// elements of `elem_size`), reducing with `reduce(acc, other)`.
+pub(crate) fn allreduce(
+    inner: &Inner,
+    send: &[u8],
+    recv: &mut [u8],
+    sig: Signature,
+    reduce: &dyn Fn(&mut [u8], &[u8]),
+    group: Group,
+    timeout: Timeout,
+) -> Result<()> {
+    if sig.count == 0 {
+        return Err(Error::ZeroSize {
+            what: "an allreduce",
+        });
+    }
+    if sig.count > ALLREDUCE_ELEM_MAX {
+        return Err(Error::TooManyElements {
+            what: "an allreduce",
+            count: sig.count,
+            max: ALLREDUCE_ELEM_MAX as u32,
+        });
+    }
+    let bytes = sig.count * sig.elem_size;
+    if bytes > ALLREDUCE_BYTES_MAX || sig.elem_size == 0 {
+        return Err(Error::TooLarge {
+            size: bytes as u64,
+            max: ALLREDUCE_BYTES_MAX as u64,
+        });
+    }
+    if send.len() != bytes || recv.len() != bytes {
+        return Err(Error::LengthMismatch {
+            send: send.len() / sig.elem_size.max(1),
+            recv: recv.len() / sig.elem_size.max(1),
+        });
+    }
+    let deadline = timeout.deadline();
+    let me = inner.rank;
+    let (members, epoch, sent) = inner.groups.with_committed(group, me, |g| {
+        g.check_idle_except(group, "allreduce")?;
+        let a = &mut g.allreduce;
+        match a.running {
+            Some((running, _)) if running != sig => Err(Error::CollectiveInProgress {
+                group,
+                running: "allreduce",
+            }),
+            Some((_, sent)) => Ok((g.members.clone(), a.epoch, sent)),
+            None => {
+                a.epoch = a.epoch.wrapping_add(1).max(1);
+                a.running = Some((sig, false));
+                Ok((g.members.clone(), a.epoch, false))
+            }
+        }
+    })??;
+    let pos = members.binary_search(&me).expect("member checked") as u32;
+    let result = if pos == 0 {
+        root(inner, &members, send, recv, reduce, group, epoch, deadline)
+    } else {
+        member(
+            inner, &members, pos, send, recv, group, epoch, sent, deadline,
+        )
+    };
+    let save = |running: Option<(Signature, bool)>| {
+        let _ = inner
+            .groups
+            .with_committed(group, me, |g| g.allreduce.running = running);
+    };
+    match &result {
+        // A member times out only while waiting for the result, after it
+        // has sent its contribution.
+        Err(Error::Timeout { .. }) => save(Some((sig, pos != 0))),
+        _ => save(None),
+    }
+    result
+}
+
+fn system_of(
+    inner: &Inner,
+    rank: Rank,
+) -> Result<std::sync::Arc<dyn crate::transport::RemoteSegment>> {
+    inner.peer_ok(rank)?;
+    inner.tables.load().remote[rank.0 as usize][SYSTEM_SEG]
+        .clone()
+        .ok_or_else(|| Error::NoTransport {
+            rank,
+            reason: "its system segment is not reachable from here".into(),
+        })
+}
+
+/// Waits until word `word` of this rank's system segment reaches `epoch`,
+/// failing if one of `watch` dies.
+fn wait_word(
+    inner: &Inner,
+    words: &[u32],
+    epoch: u32,
+    watch: &[Rank],
+    deadline: Option<std::time::Instant>,
+) -> Result<()> {
+    let area = &inner.system.notifications;
+    let all = || {
+        words
+            .iter()
+            .all(|&w| reached(area.get(w).unwrap_or(0), epoch))
+    };
+    let waited = area.wait_until(deadline, || {
+        if all() {
+            return Some(Ok(()));
+        }
+        let failed = watch.iter().find_map(|&r| inner.peer_ok(r).err())?;
+        Some(if all() { Ok(()) } else { Err(failed) })
+    });
+    waited.unwrap_or(Err(Error::Timeout { op: "allreduce" }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn root(
+    inner: &Inner,
+    members: &[Rank],
+    send: &[u8],
+    recv: &mut [u8],
+    reduce: &dyn Fn(&mut [u8], &[u8]),
+    group: Group,
+    epoch: u32,
+    deadline: Option<std::time::Instant>,
+) -> Result<()> {
+    let (gmax, size) = (inner.config.group_max, inner.size);
+    let n = members.len() as u32;
+    let words: Vec<u32> = (1..n).map(|p| reduce_word(gmax, size, group, p)).collect();
+    wait_word(inner, &words, epoch, &members[1..], deadline)?;
+    // Reduce in member order into an 8-byte aligned accumulator.
+    let len = send.len();
+    let mut acc_words = vec![0u64; len.div_ceil(8)];
+    let acc = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut acc_words)[..len];
+    acc.copy_from_slice(send);
+    for p in 1..n {
+        let off = reduce_offset(size, group, p) as usize;
+        // SAFETY: the slot lies inside the system segment's data (sized for
+        // group_max groups of size + 1 slots of SLOT >= len bytes); member p
+        // wrote it before the release store of its word we observed, and
+        // writes the next contribution only after it has read our result.
+        let other = unsafe { std::slice::from_raw_parts(inner.system.data().add(off), len) };
+        reduce(acc, other);
+    }
+    let off = reduce_offset(size, group, size);
+    let word = reduce_word(gmax, size, group, size);
+    for &m in &members[1..] {
+        let sys = system_of(inner, m)?;
+        sys.put(off, acc.as_ptr(), len)?;
+        sys.notify(word, epoch)?;
+    }
+    recv.copy_from_slice(acc);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn member(
+    inner: &Inner,
+    members: &[Rank],
+    pos: u32,
+    send: &[u8],
+    recv: &mut [u8],
+    group: Group,
+    epoch: u32,
+    sent: bool,
+    deadline: Option<std::time::Instant>,
+) -> Result<()> {
+    let (gmax, size) = (inner.config.group_max, inner.size);
+    let root = members[0];
+    if !sent {
+        let sys = system_of(inner, root)?;
+        sys.put(reduce_offset(size, group, pos), send.as_ptr(), send.len())?;
+        sys.notify(reduce_word(gmax, size, group, pos), epoch)?;
+    }
+    let word = reduce_word(gmax, size, group, size);
+    wait_word(inner, &[word], epoch, &[root], deadline)?;
+    let off = reduce_offset(size, group, size) as usize;
+    // SAFETY: the result slot lies inside the system segment's data; the
+    // root wrote it before the release store of the word we observed and
+    // writes the next result only after our next contribution.
+    let result = unsafe { std::slice::from_raw_parts(inner.system.data().add(off), recv.len()) };
+    recv.copy_from_slice(result);
+    Ok(())
+}
+
+/// The built-in reductions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Smallest value (for floats: `f64::min`, which ignores NaN).
+    Min,
+    /// Largest value (for floats: `f64::max`, which ignores NaN).
+    Max,
+    /// Sum (integers wrap; floats add in member order).
+    Sum,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types of the built-in reductions: i32, u32, f32, f64, i64, u64.
+pub trait Reducible: bytemuck::Pod + sealed::Sealed {
+    #[doc(hidden)]
+    const TYPE_ID: u8;
+    /// `acc[i] = op(acc[i], x[i])`.
+    fn reduce(op: ReduceOp, acc: &mut [Self], x: &[Self]);
+}
+
+macro_rules! int_reducible {
+    ($($t:ty = $id:literal),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            const TYPE_ID: u8 = $id;
+            fn reduce(op: ReduceOp, acc: &mut [Self], x: &[Self]) {
+                for (a, &b) in acc.iter_mut().zip(x) {
+                    *a = match op {
+                        ReduceOp::Min => (*a).min(b),
+                        ReduceOp::Max => (*a).max(b),
+                        ReduceOp::Sum => a.wrapping_add(b),
+                    };
+                }
+            }
+        }
+    )*};
+}
+int_reducible!(i32 = 1, u32 = 2, i64 = 3, u64 = 4);
+
+macro_rules! float_reducible {
+    ($($t:ty = $id:literal),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            const TYPE_ID: u8 = $id;
+            fn reduce(op: ReduceOp, acc: &mut [Self], x: &[Self]) {
+                for (a, &b) in acc.iter_mut().zip(x) {
+                    *a = match op {
+                        ReduceOp::Min => a.min(b),
+                        ReduceOp::Max => a.max(b),
+                        ReduceOp::Sum => *a + b,
+                    };
+                }
+            }
+        }
+    )*};
+}
+float_reducible!(f32 = 5, f64 = 6);
+
+impl crate::Gaspi {
+    /// Reduces `send` of every member of `group` element-wise with `op` and
+    /// gives every member the result in `recv` (at most 255 elements). The
+    /// reduction runs in member order on the group's first member, so float
+    /// results equal the sequential reduction in that order on every member.
+    /// After a `Timeout`, calling it again with the same arguments resumes it.
+    pub fn allreduce<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        group: Group,
+        timeout: Timeout,
+    ) -> Result<()> {
+        if send.len() != recv.len() {
+            return Err(Error::LengthMismatch {
+                send: send.len(),
+                recv: recv.len(),
+            });
+        }
+        let sig = Signature {
+            op: op as u8,
+            ty: T::TYPE_ID,
+            elem_size: std::mem::size_of::<T>(),
+            count: send.len(),
+        };
+        let reduce = |acc: &mut [u8], x: &[u8]| {
+            // Both are 8-byte aligned (an accumulator of u64s, a slot of the
+            // page-aligned system segment) and whole elements long.
+            T::reduce(op, bytemuck::cast_slice_mut(acc), bytemuck::cast_slice(x));
+        };
+        self.timed_allreduce(
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            sig,
+            &reduce,
+            group,
+            timeout,
+        )
+    }
+
+    /// Allreduce with a user reduction: `send` and `recv` hold
+    /// `send.len() / elem_size` elements of `elem_size` bytes (at most 255
+    /// elements and 2040 bytes); `reduce(acc, other)` must combine `other`
+    /// into `acc` (both whole buffers, 8-byte aligned). It is applied on the
+    /// group's first member in member order.
+    pub fn allreduce_user(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        elem_size: usize,
+        reduce: &dyn Fn(&mut [u8], &[u8]),
+        group: Group,
+        timeout: Timeout,
+    ) -> Result<()> {
+        if elem_size == 0 {
+            return Err(Error::ZeroSize {
+                what: "an allreduce element",
+            });
+        }
+        let sig = Signature {
+            op: 255,
+            ty: 0,
+            elem_size,
+            count: send.len() / elem_size,
+        };
+        if !send.len().is_multiple_of(elem_size) || send.len() != recv.len() {
+            return Err(Error::LengthMismatch {
+                send: send.len(),
+                recv: recv.len(),
+            });
+        }
+        self.timed_allreduce(send, recv, sig, reduce, group, timeout)
+    }
+
+    fn timed_allreduce(
+        &self,
+        send: &[u8],
+        recv: &mut [u8],
+        sig: Signature,
+        reduce: &dyn Fn(&mut [u8], &[u8]),
+        group: Group,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let stats = &self.inner.stats;
+        stats.call(crate::stats::Op::Allreduce, crate::stats::Counter::None, 0);
+        let t = std::time::Instant::now();
+        let r = allreduce(&self.inner, send, recv, sig, reduce, group, timeout);
+        stats.waited(t.elapsed());
+        r
+    }
+}

@@ -1,0 +1,264 @@
+//! `read_notify` and the list variants of write and read.
+//!
+//! A list call moves several (local, remote) ranges between this rank and
+//! one peer as one request. Like every call, it checks all of its input
+//! first: every element's segments, bounds and size, the notification, the
+//! queue's room for all of it. Only then is the first byte moved, so a bad
+//! element in the middle of a list leaves nothing half-written anywhere.
+//! The notification of `write_list_notify` is set after every element's
+//! data, so a waiter that sees it may read all of them.
+
+use crate::context::Gaspi;
+use crate::error::{Error, Result, Side};
+use crate::ops::{check_notification, lookup_remote};
+use crate::segment::LocalSegment;
+use crate::stats::Op;
+use crate::tables::Tables;
+use crate::transport::RemoteSegment;
+use crate::types::{NotifyId, Queue, Rank, SegId};
+
+/// One element of a list operation: `size` bytes between a local range and
+/// a remote range (of the rank the list call names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListElem {
+    /// Segment of this rank.
+    pub local_seg: SegId,
+    /// Byte offset in `local_seg`.
+    pub local_offset: u64,
+    /// Segment of the peer.
+    pub remote_seg: SegId,
+    /// Byte offset in `remote_seg`.
+    pub remote_offset: u64,
+    /// Bytes to move.
+    pub size: u64,
+}
+
+impl ListElem {
+    /// An element moving `size` bytes between `local_seg`@`local_offset` and
+    /// `remote_seg`@`remote_offset`.
+    pub fn new(
+        local_seg: SegId,
+        local_offset: u64,
+        remote_seg: SegId,
+        remote_offset: u64,
+        size: u64,
+    ) -> ListElem {
+        ListElem {
+            local_seg,
+            local_offset,
+            remote_seg,
+            remote_offset,
+            size,
+        }
+    }
+}
+
+/// Direction of a list transfer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Write,
+    Read,
+}
+
+/// One validated element: where the bytes are on both sides.
+struct Resolved<'t> {
+    local: *mut u8,
+    remote: &'t dyn RemoteSegment,
+    remote_offset: u64,
+    size: usize,
+}
+
+impl Gaspi {
+    /// Posts a read of `size` bytes from `remote_seg` of `rank` into
+    /// `local_seg`, then sets notification `notification` of `local_seg`
+    /// (this rank's) to 1 once the data has landed.
+    #[allow(clippy::too_many_arguments)] // GASPI's signature, argument for argument
+    pub fn read_notify(
+        &self,
+        local_seg: impl Into<SegId>,
+        local_offset: u64,
+        rank: Rank,
+        remote_seg: SegId,
+        remote_offset: u64,
+        size: u64,
+        notification: NotifyId,
+        queue: Queue,
+    ) -> Result<()> {
+        let elem = ListElem::new(
+            local_seg.into(),
+            local_offset,
+            remote_seg,
+            remote_offset,
+            size,
+        );
+        self.list(
+            Dir::Read,
+            std::slice::from_ref(&elem),
+            rank,
+            Some((elem.local_seg, notification, 1)),
+            queue,
+            Op::ReadNotify,
+        )
+    }
+
+    /// Posts the writes of every element of `elems` to `rank` on `queue`.
+    pub fn write_list(&self, elems: &[ListElem], rank: Rank, queue: Queue) -> Result<()> {
+        self.list(Dir::Write, elems, rank, None, queue, Op::WriteList)
+    }
+
+    /// Posts the reads of every element of `elems` from `rank` on `queue`.
+    pub fn read_list(&self, elems: &[ListElem], rank: Rank, queue: Queue) -> Result<()> {
+        self.list(Dir::Read, elems, rank, None, queue, Op::ReadList)
+    }
+
+    /// Posts the writes of every element, then notification `notification`
+    /// of `value` on segment `notify_seg` of `rank`, visible only after the
+    /// data of all elements.
+    pub fn write_list_notify(
+        &self,
+        elems: &[ListElem],
+        rank: Rank,
+        notify_seg: SegId,
+        notification: NotifyId,
+        value: u32,
+        queue: Queue,
+    ) -> Result<()> {
+        self.list(
+            Dir::Write,
+            elems,
+            rank,
+            Some((notify_seg, notification, value)),
+            queue,
+            Op::WriteListNotify,
+        )
+    }
+
+    /// Posts the reads of every element, then sets notification
+    /// `notification` of local segment `notify_seg` to 1 once all the data
+    /// has landed.
+    pub fn read_list_notify(
+        &self,
+        elems: &[ListElem],
+        rank: Rank,
+        notify_seg: SegId,
+        notification: NotifyId,
+        queue: Queue,
+    ) -> Result<()> {
+        self.list(
+            Dir::Read,
+            elems,
+            rank,
+            Some((notify_seg, notification, 1)),
+            queue,
+            Op::ReadListNotify,
+        )
+    }
+
+    /// Checks everything, then moves every element, then notifies.
+    fn list(
+        &self,
+        dir: Dir,
+        elems: &[ListElem],
+        rank: Rank,
+        notify: Option<(SegId, NotifyId, u32)>,
+        queue: Queue,
+        op: Op,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let q = inner.check_queue(queue)?;
+        if elems.is_empty() {
+            return Err(Error::ZeroSize { what: "a list" });
+        }
+        let max = inner.config.rw_list_elem_max;
+        if elems.len() > max as usize {
+            return Err(Error::TooManyElements {
+                what: "a list",
+                count: elems.len(),
+                max,
+            });
+        }
+        inner.check_peer(rank)?;
+        let tables = inner.tables.load();
+        // Pass 1: check every element and the notification; nothing moves.
+        for e in elems {
+            resolve(inner, &tables, e, rank)?;
+        }
+        // The notification's target: a peer's segment for writes, one of
+        // ours for reads (the data lands here).
+        let notify_target: Option<(&dyn RemoteSegment, u32, u32)> = match notify {
+            None => None,
+            Some((seg, id, value)) => {
+                let (target, owner) = match dir {
+                    Dir::Write => (rank, rank),
+                    Dir::Read => (inner.rank, inner.rank),
+                };
+                inner.check_seg_id(seg)?;
+                let r = lookup_remote(&tables, target, seg, 0, 0, inner.config.segment_max)?;
+                check_notification(r, owner, seg, id, value)?;
+                Some((r, id.0, value))
+            }
+        };
+        let entries = elems.len() as u32 + notify.is_some() as u32;
+        q.reserve(queue, entries, inner.config.queue_size_max)?;
+        // Pass 2: move the data, element by element, then notify.
+        let moved = (|| {
+            let mut bytes = 0u64;
+            for e in elems {
+                let r = resolve(inner, &tables, e, rank)?;
+                match dir {
+                    Dir::Write => r.remote.put(r.remote_offset, r.local, r.size)?,
+                    Dir::Read => r.remote.get(r.remote_offset, r.local, r.size)?,
+                }
+                bytes += r.size as u64;
+            }
+            if let Some((r, id, value)) = notify_target {
+                r.notify(id, value)?;
+            }
+            Ok::<u64, Error>(bytes)
+        })();
+        match moved {
+            Ok(bytes) => {
+                q.touch(rank);
+                let counter = match dir {
+                    Dir::Write => crate::stats::Counter::BytesWritten,
+                    Dir::Read => crate::stats::Counter::BytesRead,
+                };
+                inner.stats.call(op, counter, bytes);
+                Ok(())
+            }
+            Err(e) => {
+                q.unreserve(entries);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Checks one element against the tables of `tables`; returns its pointers.
+fn resolve<'t>(
+    inner: &crate::context::Inner,
+    tables: &'t Tables,
+    e: &ListElem,
+    rank: Rank,
+) -> Result<Resolved<'t>> {
+    inner.check_size(e.size)?;
+    inner.check_seg_id(e.local_seg)?;
+    let local: &LocalSegment =
+        tables.local[e.local_seg.0 as usize]
+            .as_deref()
+            .ok_or(Error::UnknownSegment {
+                rank: inner.rank,
+                seg: e.local_seg,
+            })?;
+    local.check(Side::Local, inner.rank, e.local_offset, e.size)?;
+    let max = inner.config.segment_max;
+    let remote = lookup_remote(tables, rank, e.remote_seg, e.remote_offset, e.size, max)?;
+    Ok(Resolved {
+        // SAFETY: local_offset + size was checked against the local segment,
+        // which the table snapshot keeps alive.
+        local: unsafe { local.data().add(e.local_offset as usize) },
+        remote,
+        remote_offset: e.remote_offset,
+        size: e.size as usize,
+    })
+}

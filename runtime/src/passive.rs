@@ -1,0 +1,155 @@
+//! Passive communication: two-sided messages of 1 to 65,535 bytes.
+//!
+//! `passive_send` copies the bytes out of a local segment into a
+//! `Message::Passive` on the control connection to the target; the target's
+//! progress engine queues it in the [`Inbox`]; `passive_receive` takes the
+//! oldest message, copies it into a local segment and returns its sender
+//! and size. One connection per sender and one queue per receiver keep the
+//! messages of each sender whole and in order. A receiver waits on a
+//! condition variable, so it sleeps instead of spinning a core.
+
+use crate::context::Gaspi;
+use crate::error::{Error, Result, Side};
+use crate::stats::{Counter, Op};
+use crate::types::{Rank, SegId, Timeout};
+use crate::wire::Message;
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest passive message in bytes.
+pub const PASSIVE_MAX: u64 = 65_535;
+
+/// Messages received and not yet taken.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    queue: Mutex<VecDeque<(Rank, Vec<u8>)>>,
+    cv: Condvar,
+}
+
+impl Inbox {
+    /// Queues a message from `from` (progress engine).
+    pub fn push(&self, from: Rank, data: Vec<u8>) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((from, data));
+        self.cv.notify_one();
+    }
+
+    /// Wakes receivers (shutdown, peer failures).
+    pub fn wake(&self) {
+        let _q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
+    }
+}
+
+impl Gaspi {
+    /// Sends `size` bytes (1 to 65,535) from local segment `seg` at `offset`
+    /// to `rank`, which takes them with [`Gaspi::passive_receive`]. Returns
+    /// once the message is handed to the connection.
+    pub fn passive_send(
+        &self,
+        seg: SegId,
+        offset: u64,
+        rank: Rank,
+        size: u64,
+        _timeout: Timeout,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        if size == 0 || size > PASSIVE_MAX {
+            return Err(Error::PassiveSize {
+                size,
+                max: PASSIVE_MAX,
+            });
+        }
+        inner.check_rank(rank)?;
+        inner.peer_ok(rank)?;
+        let data = inner.with_local(seg, |s, _| {
+            s.check(Side::Local, inner.rank, offset, size)?;
+            // SAFETY: offset + size was checked against the segment, which
+            // the table snapshot keeps alive while we copy.
+            let src =
+                unsafe { std::slice::from_raw_parts(s.data().add(offset as usize), size as usize) };
+            Ok(src.to_vec())
+        })?;
+        if rank == inner.rank {
+            inner.passive.push(rank, data);
+        } else {
+            inner.send(rank, &Message::Passive { data })?;
+        }
+        inner
+            .stats
+            .call(Op::PassiveSend, Counter::BytesWritten, size);
+        Ok(())
+    }
+
+    /// Waits for the oldest passive message, copies it into local segment
+    /// `seg` at `offset` and returns its sender and size. A message that
+    /// does not fit there is left queued and the call fails with
+    /// `OutOfBounds`.
+    pub fn passive_receive(
+        &self,
+        seg: SegId,
+        offset: u64,
+        timeout: Timeout,
+    ) -> Result<(Rank, u64)> {
+        let inner = &*self.inner;
+        let deadline = timeout.deadline();
+        // Check the segment before waiting.
+        inner.with_local(seg, |s, _| s.check(Side::Local, inner.rank, offset, 1))?;
+        let t = Instant::now();
+        let mut queue = inner
+            .passive
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (from, data) = loop {
+            if let Some(m) = queue.pop_front() {
+                break m;
+            }
+            let nap = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(100)),
+                    _ => {
+                        drop(queue);
+                        inner.stats.waited(t.elapsed());
+                        return Err(Error::Timeout {
+                            op: "passive_receive",
+                        });
+                    }
+                },
+                None => Duration::from_millis(100),
+            };
+            queue = inner
+                .passive
+                .cv
+                .wait_timeout(queue, nap)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        inner.stats.waited(t.elapsed());
+        let size = data.len() as u64;
+        let copied = inner.with_local(seg, |s, _| {
+            s.check(Side::Local, inner.rank, offset, size)?;
+            // SAFETY: offset + size was checked against the segment.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    s.data().add(offset as usize),
+                    data.len(),
+                )
+            };
+            Ok(())
+        });
+        if let Err(e) = copied {
+            queue.push_front((from, data));
+            return Err(e);
+        }
+        drop(queue);
+        inner
+            .stats
+            .call(Op::PassiveReceive, Counter::BytesRead, size);
+        Ok((from, size))
+    }
+}
