@@ -321,8 +321,9 @@ impl Gaspi {
         }
     }
 
-    /// Deletes segment `seg` of this rank and tells the peers to forget it.
-    /// The memory is freed once the last handle to it is dropped.
+    /// Deletes segment `seg` of this rank. Returns once every live peer has
+    /// forgotten it, so after a following barrier no peer can reach it any
+    /// more. The memory is freed once the last handle to it is dropped.
     pub fn segment_delete(&self, seg: SegId) -> Result<()> {
         let inner = &self.inner;
         inner.check_seg_id(seg)?;
@@ -338,7 +339,18 @@ impl Gaspi {
         }
         for r in 0..inner.size {
             if r != inner.rank.0 && inner.peer_ok(Rank(r)).is_ok() {
-                let _ = inner.send(Rank(r), &Message::Unregister { seg: seg.0 });
+                let seg = seg.0;
+                let forgotten = inner.request(
+                    Rank(r),
+                    move |token| Message::Unregister { token, seg },
+                    None,
+                    "segment_delete",
+                );
+                // A peer that died or left meanwhile cannot reach it anyway.
+                match forgotten {
+                    Ok(_) | Err(Error::PeerDead { .. } | Error::PeerTerminated { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(())
@@ -547,9 +559,12 @@ impl Gaspi {
         let q = self.inner.check_queue(queue)?;
         self.inner.stats.call(Op::Wait, Counter::None, 0);
         // Shared-memory requests complete when posted; what is left is to
-        // report targets that died meanwhile.
+        // report targets that died meanwhile. A target that terminated in
+        // order had received them: that is no error.
         for r in q.drain() {
-            self.inner.peer_ok(r)?;
+            if let Err(e @ Error::PeerDead { .. }) = self.inner.peer_ok(r) {
+                return Err(e);
+            }
         }
         Ok(())
     }

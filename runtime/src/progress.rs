@@ -176,7 +176,16 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
             }
             let _ = inner.send(from, &Message::Reply { token, result });
         }
-        Message::Unregister { seg } => inner.detach(from, seg as usize),
+        Message::Unregister { token, seg } => {
+            inner.detach(from, seg as usize);
+            let _ = inner.send(
+                from,
+                &Message::Reply {
+                    token,
+                    result: Ok(()),
+                },
+            );
+        }
         Message::Reply { token, result } => inner.complete(token, result.map(|()| 0)),
         Message::ValueReply { token, result } => inner.complete(token, result),
         Message::Atomic {

@@ -22,8 +22,8 @@ pub(crate) enum Message {
         seg: u8,
         desc: SegmentDescriptor,
     },
-    /// "Forget my segment `seg`" (deleted).
-    Unregister { seg: u8 },
+    /// "Forget my segment `seg`" (deleted); reply to `token` once forgotten.
+    Unregister { token: u64, seg: u8 },
     /// The answer to a request carrying `token`.
     Reply {
         token: u64,

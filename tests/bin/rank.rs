@@ -142,10 +142,12 @@ enum Cmd {
     /// Timeout::Test and Timeout::Ms on notify_waitsome and barrier; the
     /// barrier resumes after a timeout.
     Timeouts,
-    /// A rank dies mid-job (SIGKILL). With --keep-going (run under
-    /// `gaspi-run --keep-going`) the survivors check that every call that
-    /// needs it fails naming it; otherwise they sleep for 120 s and exit 3,
-    /// expecting the launcher to stop them first.
+    /// A rank dies mid-job (SIGKILL, by itself or by `proc_kill`), once
+    /// every survivor has a write to it pending on queue 1 and has left the
+    /// last barrier. With --keep-going (run under `gaspi-run --keep-going`)
+    /// the survivors check that every call that needs it fails naming it
+    /// and that they still reach each other; otherwise they sleep for 120 s
+    /// and exit 3, expecting the launcher to stop them first.
     DeadPeer {
         #[arg(long)]
         victim: u32,
@@ -178,7 +180,7 @@ enum Cmd {
     },
     /// Prints "hello from rank R of N" (stdout) and "note from rank R" (stderr).
     Hello,
-    /// Rank `fail_rank` exits with `code` after a barrier; `late_rank`
+    /// Rank `fail_rank` exits with `code` once all have met; `late_rank`
     /// exits with `late_code` `late_ms` later; the others exit 0.
     ExitCode {
         #[arg(long)]
@@ -1508,11 +1510,25 @@ fn exit_code(
 ) -> Res {
     let g = init(Config::from_env())?;
     let me = g.rank().0;
-    g.barrier(Group::ALL, LONG)?;
+    let n = g.size();
+    let _seg = g.segment_create(SEG, 64, Memory::Host, Group::ALL, LONG)?;
+    // No rank exits before every rank has left the barrier in
+    // segment_create (a rank dying while others are still in a barrier
+    // fails their barrier, and they would exit with codes of their own):
+    // the failing rank collects everyone's word, releases them and exits.
     if me == fail_rank {
+        for _ in 1..n {
+            let id = g.notify_waitsome(SEG, NotifyId(1), n, LONG)?;
+            g.notify_reset(SEG, id)?;
+        }
+        for r in (0..n).filter(|&r| r != me) {
+            g.notify(Rank(r), SEG, NotifyId(0), 1, Queue(0))?;
+        }
         say(&g, format!("exiting with {code}"));
         std::process::exit(code);
     }
+    g.notify(Rank(fail_rank), SEG, NotifyId(1 + me), 1, Queue(0))?;
+    g.notify_waitsome(SEG, NotifyId(0), 1, LONG)?;
     if late_rank == Some(me) {
         std::thread::sleep(Duration::from_millis(late_ms));
         say(&g, format!("exiting with {late_code}"));
@@ -1530,10 +1546,19 @@ fn standalone(ranks: u32, fail_rank: Option<u32>, code: i32) -> Res {
         &g,
         format!("standalone rank {} of {}", g.rank().0, g.size()),
     );
+    let (me, n) = (g.rank().0, g.size());
     match fail_rank {
-        Some(r) if r == g.rank().0 => std::process::exit(code),
+        Some(r) if r == me => {
+            // Exit once the others have left the ring's last barrier.
+            for _ in 1..n {
+                let id = g.notify_waitsome(SEG, NotifyId(1), n, LONG)?;
+                g.notify_reset(SEG, id)?;
+            }
+            std::process::exit(code)
+        }
         // The launcher must stop the others.
-        Some(_) => {
+        Some(r) => {
+            g.notify(Rank(r), SEG, NotifyId(1 + me), 1, Queue(0))?;
             std::thread::sleep(Duration::from_secs(120));
             std::process::exit(3);
         }

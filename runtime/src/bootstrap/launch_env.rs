@@ -68,7 +68,8 @@ fn num(name: &str) -> Result<Option<u32>> {
         .transpose()
 }
 
-/// A port in 20000..40000 derived from a job identifier, so that all ranks
+/// A port in 10000..30000 (below Linux's ephemeral range, 32768 and up, so
+/// an outgoing connection cannot be holding it) derived from a job identifier, so that all ranks
 /// of a job agree on it without talking.
 fn port_for(job: &str) -> u16 {
     // FNV-1a: stable across builds and processes.
@@ -77,7 +78,7 @@ fn port_for(job: &str) -> u16 {
         h ^= b as u64;
         h = h.wrapping_mul(0x100000001b3);
     }
-    20000 + (h % 20000) as u16
+    10000 + (h % 20000) as u16
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
@@ -362,7 +363,7 @@ mod tests {
     fn derived_ports_are_stable_and_in_range() {
         let a = port_for("slurm-42-0");
         assert_eq!(a, port_for("slurm-42-0"));
-        assert!((20000..40000).contains(&a));
+        assert!((10000..30000).contains(&a));
         assert_ne!(port_for("slurm-42-0"), port_for("slurm-42-1"));
     }
 }

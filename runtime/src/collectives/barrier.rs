@@ -92,7 +92,13 @@ fn save(inner: &Inner, group: Group, round: Option<u32>) {
 }
 
 fn signal(inner: &Inner, to: Rank, word: u32, epoch: u32) -> Result<()> {
-    inner.peer_ok(to)?;
+    match inner.peer_ok(to) {
+        Ok(()) => {}
+        // A partner that terminated in order had left this barrier, so it
+        // had our signal already (this is a resumed round): nothing to send.
+        Err(Error::PeerTerminated { .. }) => return Ok(()),
+        Err(e) => return Err(e),
+    }
     let tables = inner.tables.load();
     let seg = tables.remote[to.0 as usize][SYSTEM_SEG]
         .as_ref()
