@@ -20,6 +20,8 @@ run pingpong
 run write-bw
 run notify-rate
 for n in 2 4 8; do run barrier --ranks "$n"; done
+for n in 2 4 8; do run allreduce --ranks "$n"; done
+run atomic
 echo "== Open MPI comparison (bench/compare-mpi.sh)" >&2
 bash bench/compare-mpi.sh ${QUICK:+--quick} | tee "bench/results/compare-mpi-$(date -u +%Y-%m-%d).txt" || true
 cat target/bench-peers/mpi-*.jsonl >>"$OUT" 2>/dev/null || true
