@@ -9,6 +9,7 @@
 //! per line (`bench/src/report.rs`).
 
 mod floor;
+mod gpu;
 mod report;
 
 use clap::{Parser, Subcommand};
@@ -65,9 +66,21 @@ enum Cmd {
     },
     /// atomic_fetch_add round trip to the other rank's segment.
     Atomic,
+    /// CPU -> persistent kernel -> CPU notification round trip (GPU).
+    NotifyRtt,
+    /// GPU-to-GPU write_notify ping-pong, host- and device-driven (GPU).
+    GpuPingpong {
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
+    /// GPU-to-GPU write bandwidth against cuMemcpyPeer (GPU).
+    GpuBw {
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
 }
 
-const SEG: SegId = SegId(0);
+pub(crate) const SEG: SegId = SegId(0);
 
 /// Where outgoing messages start in the segment: past the incoming ones, and
 /// half a page off their alignment so that source and destination do not
@@ -141,6 +154,28 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
             let g = start(2)?;
             atomic(&g, cli.quick)?
         }
+        Cmd::NotifyRtt => match gpu::gpus("notify-rtt") {
+            Err(skip) => skip,
+            Ok(_) => gpu::notify_rtt(&start(2)?, cli.quick)?,
+        },
+        Cmd::GpuPingpong { sizes } => match gpu::gpus("gpu-pingpong") {
+            Err(skip) => skip,
+            Ok(n) => {
+                let sizes = if sizes.is_empty() { vec![8, 4096, 65536] } else { sizes.clone() };
+                gpu::gpu_pingpong(&start(2)?, n, &sizes, cli.quick)?
+            }
+        },
+        Cmd::GpuBw { sizes } => match gpu::gpus("gpu-bw") {
+            Err(skip) => skip,
+            Ok(n) => {
+                let sizes = if sizes.is_empty() {
+                    vec![8, 4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+                } else {
+                    sizes.clone()
+                };
+                gpu::gpu_bw(&start(2)?, n, &sizes, cli.quick)?
+            }
+        },
     };
     // Only rank 0 reports; the other ranks return no records.
     if !records.is_empty() {

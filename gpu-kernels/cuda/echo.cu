@@ -28,3 +28,58 @@ extern "C" __global__ void gaspi_echo(gaspi_device_ctx ctx, unsigned int in_seg,
 extern "C" __global__ void gaspi_echo_once(const unsigned int* flag, unsigned int* answer) {
     answer[0] = flag[0];
 }
+
+// The notify-rtt benchmark's kernel (gaspi-bench notify-rtt): one warp
+// waits on notification 0 of its local segment `in_seg`, clears it, and
+// answers with notification 0 of segment `out_seg` on rank `peer`.
+// `plain_reset` != 0 clears the word with a plain store instead of an
+// atomic exchange (measures what the PCIe read-modify-write costs).
+extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int peer,
+                                           unsigned int out_seg, unsigned int max_rounds, unsigned int plain_reset) {
+    if (threadIdx.x >= 32) return;
+    for (unsigned int round = 0; round < max_rounds; ++round) {
+        const int id = gaspi_notify_waitsome(ctx, in_seg, 0, 1);
+        if (id < 0) return;
+        unsigned int value = 0;
+        if (threadIdx.x == 0) {
+            if (plain_reset) {
+                gaspi_u32* word = reinterpret_cast<gaspi_u32*>(gaspi_local_segment(ctx, in_seg)->notifications) + id;
+                value = gaspi_load_acquire_u32(word);
+                *reinterpret_cast<volatile gaspi_u32*>(word) = 0u;
+            } else {
+                value = gaspi_notify_reset(ctx, in_seg, (unsigned int)id);
+            }
+        }
+        value = __shfl_sync(0xffffffffu, value, 0);
+        if (value == GASPI_STOP_VALUE || value == 0u) return;
+        if (threadIdx.x == 0) gaspi_notify(ctx, peer, out_seg, 0, value);
+        __syncwarp();
+    }
+}
+
+// GPU-to-GPU ping-pong driven by the kernels (gaspi-bench gpu-pingpong):
+// one warp on each side. The initiator sends `size` bytes from offset
+// `send_off` of `seg` to offset 0 of `seg` on `peer` with notification 0,
+// the responder answers the same way with notification 1. The initiator
+// records each round trip (globaltimer ns) in times[round].
+extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                                              unsigned long long size, unsigned long long send_off,
+                                              unsigned int rounds, unsigned int initiator,
+                                              unsigned long long* times) {
+    if (threadIdx.x >= 32) return;
+    for (unsigned int r = 1; r <= rounds; ++r) {
+        if (initiator) {
+            const gaspi_u64 t0 = gaspi_globaltimer_ns();
+            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 0, r);
+            if (gaspi_notify_waitsome(ctx, seg, 1, 1) < 0) return;
+            if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, 1);
+            __syncwarp();
+            if (threadIdx.x == 0) times[r - 1] = gaspi_globaltimer_ns() - t0;
+        } else {
+            if (gaspi_notify_waitsome(ctx, seg, 0, 1) < 0) return;
+            if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, 0);
+            __syncwarp();
+            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 1, r);
+        }
+    }
+}

@@ -58,6 +58,9 @@ pub const MATVEC_SOURCE: &str = include_str!("../cuda/matvec.cu");
 /// Kernels `ring_stress` and `gaspi_layout_probe` (`cuda/ring_stress.cu`).
 pub const RING_STRESS_SOURCE: &str = include_str!("../cuda/ring_stress.cu");
 
+/// Source of the GPU integration tests' kernels (`cuda/tests.cu`).
+pub const TESTS_SOURCE: &str = include_str!("../cuda/tests.cu");
+
 /// Field offsets of the structs shared with the device code, in the order
 /// `gaspi_layout_offsets` (in the header) reports them. NVRTC has no
 /// `offsetof`, so the device check runs `gaspi_layout_probe` and compares
@@ -169,6 +172,16 @@ pub fn nvrtc_available() -> Result<(u32, u32), KernelError> {
         })
         .clone()
         .map_err(|reason| KernelError::NoNvrtc { reason })
+}
+
+/// Compiles `kernel_source` for the device of `ctx` and loads it there.
+pub fn compile_and_load(
+    ctx: &Arc<CudaContext>,
+    kernel_source: &str,
+    name: &str,
+) -> Result<Arc<CudaModule>, KernelError> {
+    let arch = device_arch(ctx)?;
+    load(ctx, compile_for_arch(kernel_source, name, &arch)?)
 }
 
 /// Compiles `kernel_source` (which may `#include "gaspi_device.cuh"`) to

@@ -18,6 +18,7 @@
 //! |---|---|
 //! | 0..4 | `sequence`: bumped after every notification store, the futex word |
 //! | 4..8 | `sleepers`: how many waiters are (about to be) asleep on `sequence` |
+//! | 8..12 | `silent_writers`: non-zero once a writer that cannot wake (a GPU) may store here |
 //! | 128.. | the notification words, `count` of them |
 //!
 //! Waiting must not burn a core: tests run 8 ranks on 2 cores. A waiter scans,
@@ -25,8 +26,11 @@
 //! writer bumps `sequence` after its store and makes the `futex_wake` system
 //! call only when `sleepers` says somebody sleeps, so the fast path of a
 //! ping-pong stays free of system calls. Writers that cannot make system calls
-//! (a GPU kernel storing into host-mapped words) are served by a waiter that
-//! polls with a growing sleep instead; see [`WakeMode`].
+//! (a GPU kernel storing into host-mapped words, a `cuStreamWriteValue32`)
+//! first raise `silent_writers` ([`NotificationArea::mark_silent_writer`]);
+//! from then on a sleeping waiter naps on the futex for a short, growing
+//! interval instead of 10 ms, so CPU writers still wake it at once and GPU
+//! writers are seen within the cap; see [`WakeMode`].
 
 mod futex;
 pub mod gdrcopy;
@@ -67,9 +71,14 @@ pub enum WakeMode {
     /// (shared-memory writers, the progress engine): waiters sleep on a futex.
     Futex,
     /// Some writer cannot wake anybody (a GPU kernel storing over PCIe):
-    /// waiters poll with an exponential back-off capped at this interval.
+    /// waiters nap on the futex with an exponential back-off capped at this
+    /// interval (CPU writers still wake them at once).
     Poll(Duration),
 }
+
+/// Longest nap of a sleeping waiter on an area with silent writers, unless
+/// [`WakeMode::Poll`] gives another cap.
+pub const SILENT_WRITER_NAP_CAP: Duration = Duration::from_micros(500);
 
 /// How long a waiter spins before it sleeps. Short: on an oversubscribed
 /// machine a spinning waiter steals the core its writer needs.
@@ -150,6 +159,25 @@ impl NotificationArea {
 
     fn sleepers(&self) -> &AtomicU32 {
         self.header(1)
+    }
+
+    fn silent_writers(&self) -> &AtomicU32 {
+        self.header(2)
+    }
+
+    /// Declares that a writer which cannot make the wake-up system call (a
+    /// GPU kernel, a stream memory operation) may store into this area from
+    /// now on, so waiters nap briefly instead of sleeping until woken. Any
+    /// process mapping the area may call it; it cannot be undone.
+    pub fn mark_silent_writer(&self) {
+        if self.silent_writers().load(Ordering::Relaxed) == 0 {
+            self.silent_writers().store(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether [`Self::mark_silent_writer`] was called on this area.
+    pub fn has_silent_writers(&self) -> bool {
+        self.silent_writers().load(Ordering::Relaxed) != 0
     }
 
     /// The word of notification `id`, unchecked.
@@ -295,27 +323,32 @@ impl NotificationArea {
                 Some(d) => Some(d - now),
                 None => None,
             };
-            match self.wake {
-                WakeMode::Futex => {
-                    self.sleepers().fetch_add(1, Ordering::SeqCst);
-                    let seen = self.sequence().load(Ordering::SeqCst);
-                    if let Some(r) = ready() {
-                        self.sleepers().fetch_sub(1, Ordering::SeqCst);
-                        return Some(r);
-                    }
-                    // Wake up at least every 10 ms so a predicate that watches
-                    // something outside the area (peer health) is re-evaluated.
-                    let slice = Duration::from_millis(10);
-                    let nap = left.map_or(slice, |l| l.min(slice));
-                    futex::wait(self.sequence(), seen, nap);
-                    self.sleepers().fetch_sub(1, Ordering::SeqCst);
-                }
-                WakeMode::Poll(cap) => {
-                    let nap = left.map_or(backoff, |l| l.min(backoff));
-                    std::thread::sleep(nap);
+            // Nap on the futex: CPU writers wake us at once. Without silent
+            // writers, wake up at least every 10 ms so a predicate that
+            // watches something outside the area (peer health) is
+            // re-evaluated; with them, after a short, growing nap.
+            let cap = match self.wake {
+                WakeMode::Poll(cap) => Some(cap),
+                WakeMode::Futex if self.has_silent_writers() => Some(SILENT_WRITER_NAP_CAP),
+                WakeMode::Futex => None,
+            };
+            let slice = match cap {
+                Some(cap) => {
+                    let nap = backoff.min(cap);
                     backoff = (backoff * 2).min(cap);
+                    nap
                 }
+                None => Duration::from_millis(10),
+            };
+            self.sleepers().fetch_add(1, Ordering::SeqCst);
+            let seen = self.sequence().load(Ordering::SeqCst);
+            if let Some(r) = ready() {
+                self.sleepers().fetch_sub(1, Ordering::SeqCst);
+                return Some(r);
             }
+            let nap = left.map_or(slice, |l| l.min(slice));
+            futex::wait(self.sequence(), seen, nap);
+            self.sleepers().fetch_sub(1, Ordering::SeqCst);
             if let Some(r) = ready() {
                 return Some(r);
             }
@@ -385,6 +418,20 @@ mod tests {
         let d = Instant::now() + Duration::from_millis(30);
         assert_eq!(o.area.waitsome(0, 8, Some(d)).unwrap(), None);
         assert!(t.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_silent_writer_is_seen_by_a_sleeping_waiter_without_a_wake() {
+        let o = Arc::new(area(4));
+        assert!(!o.area.has_silent_writers());
+        o.area.mark_silent_writer();
+        assert!(o.area.has_silent_writers());
+        let o2 = o.clone();
+        let waiter = std::thread::spawn(move || o2.area.waitsome(0, 4, None).unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        // A store without the sequence bump, as a GPU kernel makes it.
+        o.area.word(1).store(5, Ordering::Release);
+        assert_eq!(waiter.join().unwrap(), Some(1));
     }
 
     #[test]

@@ -24,6 +24,12 @@ impl Inner {
     pub(crate) fn owner_atomic(&self, seg: SegId, offset: u64, op: AtomicOp) -> Result<u64> {
         self.with_local(seg, |s, _| {
             s.check(Side::Local, self.rank, offset, 8)?;
+            if s.is_gpu() {
+                if !offset.is_multiple_of(8) {
+                    return Err(Error::Unaligned { offset });
+                }
+                return s.gpu_atomic(offset, op);
+            }
             // SAFETY: offset + 8 <= size was checked just above.
             let p = unsafe { s.data().add(offset as usize) };
             if !offset.is_multiple_of(8) || !(p as usize).is_multiple_of(8) {

@@ -52,6 +52,13 @@ pub struct Config {
     /// Ranks to start when the program runs without a launcher (see
     /// [`Config::standalone_ranks`]).
     pub standalone_ranks: u32,
+    /// The GPU whose streams carry this rank's GPU copies; `None`: the
+    /// device of its first GPU segment, or device 0 (`GASPI_GPU_DEVICE`).
+    pub gpu_device: Option<u32>,
+    /// Page-lock (register with CUDA) a host segment the first time a GPU
+    /// copy reads or writes it, so copies run at full DMA speed and are
+    /// truly asynchronous (`GASPI_PIN_HOST_SEGMENTS=0` to turn off).
+    pub pin_host_segments: bool,
 }
 
 impl Default for Config {
@@ -69,6 +76,8 @@ impl Default for Config {
             spin: None,
             launch: LaunchInfo::standalone(),
             standalone_ranks: 1,
+            gpu_device: None,
+            pin_host_segments: true,
         }
     }
 }
@@ -112,6 +121,12 @@ impl Config {
         if let Some(v) = env_u64("GASPI_SPIN_US")? {
             c.spin = Some(Duration::from_micros(v));
         }
+        if let Some(v) = env_u64("GASPI_GPU_DEVICE")? {
+            c.gpu_device = Some(v as u32);
+        }
+        if let Some(v) = env_u64("GASPI_PIN_HOST_SEGMENTS")? {
+            c.pin_host_segments = v != 0;
+        }
         Ok(c)
     }
 
@@ -143,6 +158,16 @@ impl Config {
     /// Sets how long init waits for the other ranks.
     pub fn init_timeout(mut self, d: Duration) -> Self {
         self.init_timeout = d;
+        self
+    }
+    /// Sets the GPU whose streams carry this rank's GPU copies.
+    pub fn gpu_device(mut self, device: u32) -> Self {
+        self.gpu_device = Some(device);
+        self
+    }
+    /// Sets whether host segments are page-locked on their first GPU copy.
+    pub fn pin_host_segments(mut self, pin: bool) -> Self {
+        self.pin_host_segments = pin;
         self
     }
     /// Sets how long waiters spin before they sleep.

@@ -61,6 +61,8 @@ pub(crate) struct Inner {
     pub stats: crate::stats::Stats,
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
+    /// The device whose streams carry GPU copies (see `gpu/`).
+    pub gpu_home: std::sync::OnceLock<u32>,
 }
 
 const HEALTHY: u8 = 0;
@@ -437,6 +439,7 @@ impl Gaspi {
             tokens: AtomicU64::new(1),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
+            gpu_home: std::sync::OnceLock::new(),
             peers,
             config,
         });

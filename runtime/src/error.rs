@@ -281,6 +281,21 @@ pub enum Error {
     /// Segment memory could not be provided or reached.
     #[error(transparent)]
     Segment(#[from] gaspi_segments::SegmentError),
+    /// The GPU layer failed, or this host has no usable CUDA driver
+    /// ([`GpuError::NoDriver`](gaspi_segments::gpu::GpuError::NoDriver)).
+    #[error(transparent)]
+    Gpu(#[from] gaspi_segments::gpu::GpuError),
+    /// A GPU segment's memory was asked for as a CPU slice.
+    #[error("{seg} lives in the memory of GPU {device}: the CPU cannot view it as a slice (use Segment::read/write or a kernel)")]
+    GpuSegmentNotHostAccessible {
+        /// the segment
+        seg: SegId,
+        /// its device
+        device: u32,
+    },
+    /// A GPU request ring was asked for with a capacity it cannot have.
+    #[error("GPU request ring: {0}")]
+    Ring(#[from] gaspi_gpu_kernels::RingError),
 }
 
 impl Error {

@@ -41,6 +41,7 @@ mod config;
 mod context;
 mod error;
 mod groups;
+pub mod gpu;
 pub mod launcher;
 mod lists;
 mod ops;
@@ -57,6 +58,11 @@ mod wire;
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 pub use config::{Config, LONG_SPIN, SHORT_SPIN};
 pub use context::Gaspi;
+/// The device-side API's Rust half (kernel argument, ring, NVRTC), for
+/// programs that launch their own kernels.
+pub use gaspi_gpu_kernels as kernels;
+/// GPU contexts, memory and streams (`gaspi-segments`' GPU layer).
+pub use gaspi_segments::gpu as cuda;
 pub use error::{Error, Result, Side};
 pub use lists::ListElem;
 pub use passive::PASSIVE_MAX;

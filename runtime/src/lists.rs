@@ -63,6 +63,8 @@ enum Dir {
 /// One validated element: where the bytes are on both sides.
 struct Resolved<'t> {
     local: *mut u8,
+    segment: &'t LocalSegment,
+    local_offset: u64,
     remote: &'t dyn RemoteSegment,
     remote_offset: u64,
     size: usize,
@@ -205,14 +207,27 @@ impl Gaspi {
             let mut bytes = 0u64;
             for e in elems {
                 let r = resolve(inner, &tables, e, rank)?;
-                match dir {
-                    Dir::Write => r.remote.put(r.remote_offset, r.local, r.size)?,
-                    Dir::Read => r.remote.get(r.remote_offset, r.local, r.size)?,
+                let (size, gpu) = (r.size as u64, &q.gpu);
+                if r.segment.is_gpu() || r.remote.is_gpu() || gpu.pending() {
+                    let (seg, off) = (r.segment, r.local_offset);
+                    match dir {
+                        Dir::Write => inner.gpu_put(gpu, seg, off, r.remote, r.remote_offset, size, None)?,
+                        Dir::Read => inner.gpu_get(gpu, seg, off, r.remote, r.remote_offset, size)?,
+                    }
+                } else {
+                    match dir {
+                        Dir::Write => r.remote.put(r.remote_offset, r.local, r.size)?,
+                        Dir::Read => r.remote.get(r.remote_offset, r.local, r.size)?,
+                    }
                 }
-                bytes += r.size as u64;
+                bytes += size;
             }
             if let Some((r, id, value)) = notify_target {
-                r.notify(id, value)?;
+                if q.gpu.pending() {
+                    inner.gpu_notify(&q.gpu, r, id, value)?;
+                } else {
+                    r.notify(id, value)?;
+                }
             }
             Ok::<u64, Error>(bytes)
         })();
@@ -257,6 +272,8 @@ fn resolve<'t>(
         // SAFETY: local_offset + size was checked against the local segment,
         // which the table snapshot keeps alive.
         local: unsafe { local.data().add(e.local_offset as usize) },
+        segment: local,
+        local_offset: e.local_offset,
         remote,
         remote_offset: e.remote_offset,
         size: e.size as usize,

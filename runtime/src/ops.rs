@@ -159,13 +159,22 @@ impl Gaspi {
                 inner.config.effective_spin(),
             )?,
             Memory::Gpu(device) => {
-                return Err(Error::Segment(gaspi_segments::SegmentError::Gpu(
-                    gaspi_segments::gpu::GpuError::NoDriver {
-                        reason: format!(
-                            "GPU segments (device {device}) are not supported by this build yet"
-                        ),
-                    },
-                )))
+                let s = LocalSegment::alloc_gpu(
+                    seg,
+                    size as usize,
+                    device,
+                    inner.config.notification_num,
+                    inner.config.effective_spin(),
+                )?;
+                // The first GPU segment's device carries this rank's copies
+                // unless the config names another.
+                inner
+                    .gpu_home
+                    .get_or_init(|| inner.config.gpu_device.unwrap_or(device));
+                tracing::info!(
+                    "{seg} in the memory of GPU {device}; notifications host-mapped (pinned host memory polled by kernels)"
+                );
+                s
             }
         };
         self.install(s)
@@ -181,8 +190,12 @@ impl Gaspi {
             .transport
             .clone()
             .expect("a rank always reaches itself");
-        let own = transport.attach(me, &s.descriptor)?;
         let s = Arc::new(s);
+        let own: Box<dyn RemoteSegment> = if s.is_gpu() {
+            Box::new(crate::transport::cuda_ipc::OwnGpuSegment(s.clone()))
+        } else {
+            transport.attach(me, &s.descriptor)?
+        };
         inner.tables.update(|t| {
             if t.local(seg.0 as usize).is_some() {
                 return Err(Error::SegmentExists { seg });
@@ -467,15 +480,19 @@ impl Gaspi {
             }
             let entries = 1 + notify.is_some() as u32;
             q.reserve(queue, entries, inner.config.queue_size_max)?;
-            // SAFETY: local_offset + size was checked against the local
-            // segment, which the table snapshot keeps alive.
-            let src = unsafe { local.data().add(local_offset as usize) };
-            let sent = r
-                .put(remote_offset, src, size as usize)
-                .and_then(|_| match notify {
-                    Some((id, value)) => r.notify(id.0, value),
-                    None => Ok(()),
-                });
+            let sent = if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
+                let notify = notify.map(|(id, value)| (id.0, value));
+                inner.gpu_put(&q.gpu, local, local_offset, r, remote_offset, size, notify)
+            } else {
+                // SAFETY: local_offset + size was checked against the local
+                // segment, which the table snapshot keeps alive.
+                let src = unsafe { local.data().add(local_offset as usize) };
+                r.put(remote_offset, src, size as usize)
+                    .and_then(|_| match notify {
+                        Some((id, value)) => r.notify(id.0, value),
+                        None => Ok(()),
+                    })
+            };
             if let Err(e) = sent {
                 q.unreserve(entries);
                 return Err(e);
@@ -514,9 +531,14 @@ impl Gaspi {
             let max = inner.config.segment_max;
             let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
             q.reserve(queue, 1, inner.config.queue_size_max)?;
-            // SAFETY: local_offset + size was checked against the local segment.
-            let dst = unsafe { local.data().add(local_offset as usize) };
-            if let Err(e) = r.get(remote_offset, dst, size as usize) {
+            let got = if local.is_gpu() || r.is_gpu() {
+                inner.gpu_get(&q.gpu, local, local_offset, r, remote_offset, size)
+            } else {
+                // SAFETY: local_offset + size was checked against the local segment.
+                let dst = unsafe { local.data().add(local_offset as usize) };
+                r.get(remote_offset, dst, size as usize)
+            };
+            if let Err(e) = got {
                 q.unreserve(1);
                 return Err(e);
             }
@@ -544,7 +566,12 @@ impl Gaspi {
         let r = lookup_remote(&tables, rank, remote_seg, 0, 0, inner.config.segment_max)?;
         check_notification(r, rank, remote_seg, notification, value)?;
         q.reserve(queue, 1, inner.config.queue_size_max)?;
-        if let Err(e) = r.notify(notification.0, value) {
+        let sent = if q.gpu.pending() {
+            inner.gpu_notify(&q.gpu, r, notification.0, value)
+        } else {
+            r.notify(notification.0, value)
+        };
+        if let Err(e) = sent {
             q.unreserve(1);
             return Err(e);
         }
@@ -558,6 +585,8 @@ impl Gaspi {
     pub fn wait(&self, queue: Queue, _timeout: Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
         self.inner.stats.call(Op::Wait, Counter::None, 0);
+        // Copies on the queue's CUDA stream complete here.
+        self.inner.gpu_wait(&q.gpu)?;
         // Shared-memory requests complete when posted; what is left is to
         // report targets that died meanwhile. A target that terminated in
         // order had received them: that is no error.
@@ -641,6 +670,25 @@ impl Gaspi {
                     count: s.notifications.count(),
                 })
         })
+    }
+
+    // ----- GPU kernels -----
+
+    /// What kernels on GPU `device` need to wait for notifications and send
+    /// with `write_notify` themselves (`gaspi_device.cuh`), with a request
+    /// ring of 1024 slots; see [`DeviceContext`](crate::gpu::DeviceContext).
+    pub fn device_context(&self, device: u32) -> Result<crate::gpu::DeviceContext> {
+        self.inner
+            .device_context(device, crate::gpu::DeviceContextOptions::default())
+    }
+
+    /// [`Gaspi::device_context`] with explicit options.
+    pub fn device_context_with(
+        &self,
+        device: u32,
+        options: crate::gpu::DeviceContextOptions,
+    ) -> Result<crate::gpu::DeviceContext> {
+        self.inner.device_context(device, options)
     }
 
     // ----- collectives -----

@@ -67,11 +67,9 @@ impl Gaspi {
         inner.peer_ok(rank)?;
         let data = inner.with_local(seg, |s, _| {
             s.check(Side::Local, inner.rank, offset, size)?;
-            // SAFETY: offset + size was checked against the segment, which
-            // the table snapshot keeps alive while we copy.
-            let src =
-                unsafe { std::slice::from_raw_parts(s.data().add(offset as usize), size as usize) };
-            Ok(src.to_vec())
+            let mut data = vec![0u8; size as usize];
+            s.copy_out(offset, &mut data)?;
+            Ok(data)
         })?;
         if rank == inner.rank {
             inner.passive.push(rank, data);
@@ -132,15 +130,7 @@ impl Gaspi {
         let size = data.len() as u64;
         let copied = inner.with_local(seg, |s, _| {
             s.check(Side::Local, inner.rank, offset, size)?;
-            // SAFETY: offset + size was checked against the segment.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data.as_ptr(),
-                    s.data().add(offset as usize),
-                    data.len(),
-                )
-            };
-            Ok(())
+            s.copy_in(offset, &data)
         });
         if let Err(e) = copied {
             queue.push_front((from, data));

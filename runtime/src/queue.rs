@@ -18,6 +18,8 @@ pub(crate) struct QueueState {
     posted: AtomicU32,
     /// Bit per rank: targets of requests since the last wait.
     targets: Vec<AtomicU64>,
+    /// The queue's CUDA stream and GPU work in flight (see `gpu/`).
+    pub gpu: crate::gpu::QueueStream,
 }
 
 impl QueueState {
@@ -26,6 +28,7 @@ impl QueueState {
             created: AtomicBool::new(created),
             posted: AtomicU32::new(0),
             targets: (0..ranks.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            gpu: Default::default(),
         }
     }
 
@@ -111,7 +114,9 @@ impl crate::Gaspi {
     /// last `wait`, without reporting their targets' health. On the
     /// shared-memory transport the requests themselves are complete already.
     pub fn queue_purge(&self, queue: Queue, _timeout: crate::Timeout) -> Result<()> {
-        self.inner.check_queue(queue)?.drain();
+        let q = self.inner.check_queue(queue)?;
+        self.inner.gpu_wait(&q.gpu)?;
+        q.drain();
         Ok(())
     }
 

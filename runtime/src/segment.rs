@@ -6,14 +6,22 @@
 //! a peer maps a single file. Memory the user bound (`segment_bind`) cannot
 //! be mapped by peers; its notification area still lives in a memfd of its
 //! own, and peers copy data with cross-memory attach.
+//!
+//! A GPU segment's data is `cuMemAlloc`'ed memory of its device, exported to
+//! same-host peers with a CUDA IPC handle. Its notification words stay in
+//! host memory (a memfd, as for host segments), registered with CUDA so a
+//! kernel polls them over PCIe while CPU peers still set them with a plain
+//! store: the *host-mapped* placement, which works on every machine (see
+//! `gpu/` for why the others are not the default).
 
 use crate::error::{Error, Result, Side};
 use crate::types::{Rank, SegId};
 use bytemuck::Pod;
-use gaspi_notify::{NotificationArea, WakeMode};
-use gaspi_segments::{MemoryDescriptor, ProcessMemory, SharedMemory};
+use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
+use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream, HostRegistration};
+use gaspi_segments::{HostId, MemoryDescriptor, ProcessMemory, SharedMemory};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a peer needs to reach a segment: its data and its notifications.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +55,27 @@ enum Storage {
     /// User memory; notifications in their own memfd; the buffer itself when
     /// the runtime owns it (`segment_bind_buffer`).
     Bound(SharedMemory, Option<Box<[u8]>>),
+    /// GPU memory (in `LocalSegment::gpu`); notifications in their own memfd.
+    Gpu(SharedMemory),
+}
+
+impl Storage {
+    /// The memfd that holds the notification area (and a host segment's data).
+    fn memfd(&self) -> &SharedMemory {
+        match self {
+            Storage::Shared(m) | Storage::Bound(m, _) | Storage::Gpu(m) => m,
+        }
+    }
+}
+
+/// The GPU side of a GPU segment.
+#[derive(Debug)]
+pub(crate) struct GpuData {
+    pub memory: GpuMemory,
+    /// For the owner's own copies in and out (`Segment::write`/`read`).
+    stream: GpuStream,
+    /// Serialises the owner's read-modify-write atomics on the segment.
+    atomics: Mutex<()>,
 }
 
 /// A segment this rank owns.
@@ -57,6 +86,10 @@ pub(crate) struct LocalSegment {
     data: *mut u8,
     pub notifications: NotificationArea,
     pub descriptor: SegmentDescriptor,
+    pub gpu: Option<GpuData>,
+    /// The memfd registered with CUDA, made on first use by a GPU path;
+    /// dropped (unregistered) before `_storage` unmaps it.
+    registration: OnceLock<std::result::Result<HostRegistration, gpu::GpuError>>,
     _storage: Storage,
 }
 
@@ -108,8 +141,71 @@ impl LocalSegment {
                 notifications_offset: notif_at as u64,
                 notification_count,
             },
+            gpu: None,
+            registration: OnceLock::new(),
             _storage: Storage::Shared(shm),
         })
+    }
+
+    /// Allocates a segment of `size` bytes in the memory of GPU `device`,
+    /// with its notification words in a registered memfd.
+    pub fn alloc_gpu(
+        id: SegId,
+        size: usize,
+        device: u32,
+        notification_count: u32,
+        spin: std::time::Duration,
+    ) -> Result<LocalSegment> {
+        if size == 0 {
+            return Err(Error::ZeroSize { what: "a segment" });
+        }
+        let memory = GpuMemory::alloc(device, size)?;
+        let stream = GpuStream::new(device)?;
+        let handle = memory.ipc_handle()?;
+        let shm = SharedMemory::create(
+            &format!("seg{}-notify", id.0),
+            NotificationArea::bytes_for(notification_count),
+        )?;
+        // SAFETY: the memfd holds exactly bytes_for(count) bytes and is kept
+        // in `_storage` for as long as the area exists.
+        let mut notifications = unsafe {
+            NotificationArea::from_raw(shm.as_ptr(), notification_count, WakeMode::Futex)
+        };
+        notifications.set_spin(spin);
+        // Kernels of this rank and of peers may store into these words.
+        notifications.mark_silent_writer();
+        let data = MemoryDescriptor::GpuIpc {
+            host: HostId::current(),
+            pid: std::process::id(),
+            device,
+            handle: handle.to_vec(),
+            offset: memory.ipc_offset(),
+            len: size as u64,
+        };
+        let segment = LocalSegment {
+            id,
+            size,
+            data: memory.device_ptr() as *mut u8,
+            notifications,
+            descriptor: SegmentDescriptor {
+                size: size as u64,
+                data,
+                data_offset: 0,
+                notifications: shm.descriptor(),
+                notifications_offset: 0,
+                notification_count,
+            },
+            gpu: Some(GpuData {
+                memory,
+                stream,
+                atomics: Mutex::new(()),
+            }),
+            registration: OnceLock::new(),
+            _storage: Storage::Gpu(shm),
+        };
+        // A kernel polls the words: register them now, not on first use.
+        segment.registration(device)?;
+        Ok(segment)
     }
 
     /// Wraps user memory as a segment.
@@ -152,13 +248,140 @@ impl LocalSegment {
                 notifications_offset: 0,
                 notification_count,
             },
+            gpu: None,
+            registration: OnceLock::new(),
             _storage: Storage::Bound(shm, owned),
         })
     }
 
-    /// Start of the data.
+    /// Start of the data: a CPU address for host segments, the device
+    /// address for GPU segments (never dereference it on the CPU then).
     pub fn data(&self) -> *mut u8 {
         self.data
+    }
+
+    /// Whether the data lives in GPU memory.
+    pub fn is_gpu(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    /// The device of a GPU segment.
+    pub fn device(&self) -> Option<u32> {
+        self.gpu.as_ref().map(|g| g.memory.context().device())
+    }
+
+    /// The memfd of this segment registered with CUDA (made once, on the
+    /// first call; `device` only picks the context to register it in, the
+    /// registration is portable to every device).
+    pub fn registration(&self, device: u32) -> Result<&HostRegistration> {
+        let reg = self.registration.get_or_init(|| {
+            let m = self._storage.memfd();
+            // SAFETY: the memfd mapping lives in `_storage`, which is dropped
+            // after this registration (field order), and nothing else
+            // registers it (this OnceLock is the only place).
+            unsafe { HostRegistration::register(device, m.as_ptr(), m.len()) }
+        });
+        reg.as_ref().map_err(|e| Error::Gpu(e.clone()))
+    }
+
+    /// Address of byte `offset` for a GPU copy (unified addressing): device
+    /// memory, or host memory (registered when possible, for full-speed
+    /// DMA; pageable otherwise, which the driver stages).
+    pub fn unified_ptr(&self, offset: u64, home: u32, pin: bool) -> DevicePtr {
+        if self.gpu.is_none() && pin {
+            if let Err(e) = self.registration(home) {
+                tracing::debug!("copies from {} run unpinned: {e}", self.id);
+            }
+        }
+        self.data as DevicePtr + offset
+    }
+
+    /// Where a kernel on any device finds this segment's data and word 0.
+    pub fn kernel_view(&self, device: u32) -> Result<(DevicePtr, DevicePtr)> {
+        let reg = self.registration(device)?;
+        let notif_offset = self.descriptor.notifications_offset + HEADER_BYTES as u64;
+        let data = match &self.gpu {
+            Some(g) => g.memory.device_ptr(),
+            None if matches!(self._storage, Storage::Shared(_)) => reg.device_ptr(),
+            // Bound user memory is not registered: the kernel cannot reach it.
+            None => 0,
+        };
+        Ok((data, reg.device_ptr() + notif_offset))
+    }
+
+    /// Copies `bytes` into the data at `offset` (checked by the caller).
+    pub fn copy_in(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        match &self.gpu {
+            None => {
+                // SAFETY: the caller checked offset + len <= size; the memory
+                // lives as long as self.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        self.data.add(offset as usize),
+                        bytes.len(),
+                    )
+                };
+                Ok(())
+            }
+            Some(g) => {
+                // SAFETY: the destination range lies in the allocation
+                // (checked by the caller) and `bytes` outlives the copy:
+                // we synchronise before returning.
+                unsafe {
+                    gpu::copy_unified(
+                        &g.stream,
+                        g.memory.device_ptr() + offset,
+                        bytes.as_ptr() as DevicePtr,
+                        bytes.len(),
+                    )?
+                };
+                Ok(gpu::synchronize(&g.stream)?)
+            }
+        }
+    }
+
+    /// Copies from the data at `offset` into `out` (checked by the caller).
+    pub fn copy_out(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        match &self.gpu {
+            None => {
+                // SAFETY: as in copy_in, with the roles swapped.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.data.add(offset as usize),
+                        out.as_mut_ptr(),
+                        out.len(),
+                    )
+                };
+                Ok(())
+            }
+            Some(g) => {
+                // SAFETY: as in copy_in, with the roles swapped.
+                unsafe {
+                    gpu::copy_unified(
+                        &g.stream,
+                        out.as_mut_ptr() as DevicePtr,
+                        g.memory.device_ptr() + offset,
+                        out.len(),
+                    )?
+                };
+                Ok(gpu::synchronize(&g.stream)?)
+            }
+        }
+    }
+
+    /// Applies `op` to the u64 at `offset` of a GPU segment: read, apply,
+    /// write back, serialised with the owner's other atomics on it (not
+    /// with kernels' own atomics on the same word).
+    pub fn gpu_atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<u64> {
+        let g = self.gpu.as_ref().expect("gpu_atomic on a GPU segment");
+        let _serial = g.atomics.lock().unwrap_or_else(|p| p.into_inner());
+        let mut word = [0u8; 8];
+        self.copy_out(offset, &mut word)?;
+        let cell = std::sync::atomic::AtomicU64::new(u64::from_ne_bytes(word));
+        let old = op.apply(&cell);
+        self.copy_in(offset, &cell.into_inner().to_ne_bytes())?;
+        Ok(old)
     }
 
     /// Checks that `offset..offset+len` lies in the data.
@@ -216,9 +439,28 @@ impl Segment {
         self.inner.size
     }
 
-    /// Start of the segment's memory.
+    /// Start of the segment's memory: a CPU address for host segments, the
+    /// device address for GPU segments.
     pub fn as_ptr(&self) -> *mut u8 {
         self.inner.data()
+    }
+
+    /// Where the segment lives.
+    pub fn memory(&self) -> crate::Memory {
+        match self.inner.device() {
+            Some(d) => crate::Memory::Gpu(d),
+            None => crate::Memory::Host,
+        }
+    }
+
+    fn check_host(&self) -> Result<()> {
+        match self.inner.device() {
+            None => Ok(()),
+            Some(device) => Err(Error::GpuSegmentNotHostAccessible {
+                seg: self.id(),
+                device,
+            }),
+        }
     }
 
     fn check_typed<T>(&self, offset: usize, count: usize) -> Result<()> {
@@ -236,30 +478,18 @@ impl Segment {
     /// ```
     pub fn write<T: Pod>(&self, offset: usize, values: &[T]) -> Result<()> {
         self.check_typed::<T>(offset, values.len())?;
-        let bytes: &[u8] = bytemuck::cast_slice(values);
-        // SAFETY: the range was checked against the segment's size, and the
-        // memory is valid while `self.inner` lives. The two cannot overlap:
-        // a Rust slice into the segment only comes from the `unsafe`
-        // `as_slice`, whose contract rules out writing while it lives.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.as_ptr().add(offset), bytes.len());
-        }
-        Ok(())
+        // The range was checked against the segment's size. The two cannot
+        // overlap: a Rust slice into the segment only comes from the
+        // `unsafe` `as_slice`, whose contract rules out writing while it lives.
+        self.inner
+            .copy_in(offset as u64, bytemuck::cast_slice(values))
     }
 
     /// Copies from the segment at byte `offset` into `out`.
     pub fn read<T: Pod>(&self, offset: usize, out: &mut [T]) -> Result<()> {
         self.check_typed::<T>(offset, out.len())?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        // SAFETY: as in `write`, with the roles of the two buffers swapped.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.as_ptr().add(offset),
-                bytes.as_mut_ptr(),
-                bytes.len(),
-            );
-        }
-        Ok(())
+        self.inner
+            .copy_out(offset as u64, bytemuck::cast_slice_mut(out))
     }
 
     /// Reads `count` values starting at byte `offset` into a new vector.
@@ -269,15 +499,17 @@ impl Segment {
         Ok(v)
     }
 
-    /// The whole segment as a byte slice.
+    /// The whole segment as a byte slice; refused for a GPU segment (use
+    /// `read`, or a kernel).
     ///
     /// # Safety
     /// No peer (and no other thread) may write into the segment while the
     /// slice is alive: the program's notifications must guarantee it.
-    pub unsafe fn as_slice(&self) -> &[u8] {
-        // SAFETY: valid memory of `size` bytes (handle keeps it alive);
+    pub unsafe fn as_slice(&self) -> Result<&[u8]> {
+        self.check_host()?;
+        // SAFETY: valid host memory of `size` bytes (handle keeps it alive);
         // absence of concurrent writers is the caller's promise.
-        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.size()) }
+        Ok(unsafe { std::slice::from_raw_parts(self.as_ptr(), self.size()) })
     }
 
     /// The whole segment as a mutable byte slice.
@@ -286,8 +518,9 @@ impl Segment {
     /// As for [`Segment::as_slice`], and no other reference into the
     /// segment may exist while this one lives.
     #[allow(clippy::mut_from_ref)]
-    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
+    pub unsafe fn as_mut_slice(&self) -> Result<&mut [u8]> {
+        self.check_host()?;
         // SAFETY: as for as_slice, plus exclusivity promised by the caller.
-        unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.size()) }
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.size()) })
     }
 }

@@ -53,6 +53,12 @@ thread_local! {
     static CACHE: Cell<Cached> = const { Cell::new(None) };
 }
 
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tables")
+    }
+}
+
 impl std::fmt::Debug for SegmentTables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SegmentTables")

@@ -138,6 +138,8 @@ pub enum MemoryDescriptor {
         device: u32,
         /// the `CUipcMemHandle` bytes
         handle: Vec<u8>,
+        /// where the region starts inside the allocation the handle names
+        offset: u64,
         /// length in bytes
         len: u64,
     },

@@ -7,13 +7,33 @@
 //! in which order to do things (data, then notification) is decided once,
 //! above the transports, in the runtime's calls.
 //!
-//! Today: [`shared_memory`] for ranks on the same host.
+//! Today: [`shared_memory`] for ranks on the same host, which reaches a
+//! peer's GPU segments through [`cuda_ipc`]. Both also hand out a
+//! [`GpuView`]: the unified addresses a GPU copy or a kernel uses, the seam
+//! through which the GPU path (`crate::gpu`) reaches any target. A network
+//! transport will answer `gpu_view` with `data: None`, and the GPU path then
+//! stages through host memory, as it does for bound memory today.
 
+pub(crate) mod cuda_ipc;
 pub(crate) mod shared_memory;
 
 use crate::error::Result;
 use crate::segment::SegmentDescriptor;
 use crate::types::Rank;
+use gaspi_segments::gpu::DevicePtr;
+
+/// Where a GPU copy or a kernel finds a remote segment, in this process's
+/// unified address space.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuView {
+    /// Data byte 0; `None` when the memory cannot be mapped here (another
+    /// process's bound memory): then copies are staged through the host.
+    pub data: Option<DevicePtr>,
+    /// The device of a GPU segment's data.
+    pub device: Option<u32>,
+    /// Notification word 0 (host memory registered with CUDA).
+    pub notifications: DevicePtr,
+}
 
 /// A way to reach the segments of one peer.
 pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
@@ -45,4 +65,11 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// value; `Ok(None)` when this transport cannot reach the word with one
     /// from here, and the owner must apply it (see `atomics.rs`).
     fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>>;
+    /// Whether the data lives in GPU memory (then `put`/`get` must go
+    /// through the GPU path, and `notify` after its copies in stream order).
+    fn is_gpu(&self) -> bool;
+    /// The unified addresses of the segment, registering its host memory
+    /// with CUDA on first use (context of `home`); from then on GPU writers
+    /// may store notifications silently, and the area says so.
+    fn gpu_view(&self, home: u32) -> Result<GpuView>;
 }

@@ -6,12 +6,14 @@
 //! visible only after the data: the target's acquire load in `waitsome`
 //! pairs with it. The target takes no part in either.
 
-use super::{RemoteSegment, Transport};
-use crate::error::Result;
+use super::{GpuView, RemoteSegment, Transport};
+use crate::error::{Error, Result};
 use crate::segment::SegmentDescriptor;
 use crate::types::Rank;
-use gaspi_notify::{NotificationArea, WakeMode};
+use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
+use gaspi_segments::gpu::{GpuError, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, ProcessMemory};
+use std::sync::OnceLock;
 
 /// The shared-memory transport (stateless: all state is in the mappings).
 #[derive(Debug, Default)]
@@ -30,11 +32,16 @@ struct SharedMemorySegment {
     size: u64,
     data: Data,
     notifications: NotificationArea,
+    /// Which mapping holds the notification area, and where.
+    notifications_at: (usize, usize),
+    /// The mappings registered with CUDA, on the first GPU use; dropped
+    /// (unregistered) before the mappings.
+    registrations: OnceLock<std::result::Result<Vec<HostRegistration>, GpuError>>,
     /// Keeps the mappings that `data` and `notifications` point into alive.
-    _mappings: Vec<PeerMapping>,
+    mappings: Vec<PeerMapping>,
 }
 
-// SAFETY: the raw pointer points into a mapping owned by `_mappings`, which
+// SAFETY: the raw pointer points into a mapping owned by `mappings`, which
 // lives as long as the struct; all accesses are bounds-checked copies or
 // atomic notification operations, valid from any thread.
 unsafe impl Send for SharedMemorySegment {}
@@ -59,21 +66,18 @@ impl Transport for SharedMemoryTransport {
                 Data::Mapped { ptr }
             }
             d @ MemoryDescriptor::Process { .. } => Data::Process(ProcessMemory::open(d)?),
-            MemoryDescriptor::GpuIpc { .. } => {
-                return Err(gaspi_segments::SegmentError::NotMappable("GPU IPC").into())
-            }
+            MemoryDescriptor::GpuIpc { .. } => return super::cuda_ipc::attach(desc),
         };
-        let base = if desc.notifications == desc.data && !mappings.is_empty() {
-            mappings[0].as_ptr()
+        let index = if desc.notifications == desc.data && !mappings.is_empty() {
+            0
         } else {
-            let m = PeerMapping::open(&desc.notifications)?;
-            let p = m.as_ptr();
-            mappings.push(m);
-            p
+            mappings.push(PeerMapping::open(&desc.notifications)?);
+            mappings.len() - 1
         };
+        let base = mappings[index].as_ptr();
         // SAFETY: the owner laid out bytes_for(notification_count) bytes at
         // notifications_offset within this mapping (LocalSegment), and the
-        // mapping lives in `_mappings` as long as the area.
+        // mapping lives in `mappings` as long as the area.
         let notifications = unsafe {
             NotificationArea::from_raw(
                 base.add(desc.notifications_offset as usize),
@@ -85,7 +89,9 @@ impl Transport for SharedMemoryTransport {
             size: desc.size,
             data,
             notifications,
-            _mappings: mappings,
+            notifications_at: (index, desc.notifications_offset as usize),
+            registrations: OnceLock::new(),
+            mappings,
         }))
     }
 }
@@ -156,5 +162,37 @@ impl RemoteSegment for SharedMemorySegment {
         self.notifications
             .set(id, value)
             .map_err(|e| crate::error::Error::Protocol(e.to_string()))
+    }
+
+    fn is_gpu(&self) -> bool {
+        false
+    }
+
+    fn gpu_view(&self, home: u32) -> Result<GpuView> {
+        let regs = self.registrations.get_or_init(|| {
+            self.mappings
+                .iter()
+                .map(|m| {
+                    // SAFETY: the mapping lives in `self.mappings`, dropped
+                    // after `registrations` (field order), and this
+                    // OnceLock is the only place that registers it.
+                    unsafe { HostRegistration::register(home, m.as_ptr(), m.len()) }
+                })
+                .collect()
+        });
+        let regs = regs.as_ref().map_err(|e| Error::Gpu(e.clone()))?;
+        self.notifications.mark_silent_writer();
+        let (index, offset) = self.notifications_at;
+        let data = match &self.data {
+            Data::Mapped { ptr } => {
+                Some(regs[0].device_ptr() + (*ptr as usize - self.mappings[0].as_ptr() as usize) as u64)
+            }
+            Data::Process(_) => None,
+        };
+        Ok(GpuView {
+            data,
+            device: None,
+            notifications: regs[index].device_ptr() + (offset + HEADER_BYTES) as u64,
+        })
     }
 }

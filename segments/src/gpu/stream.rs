@@ -131,6 +131,29 @@ pub unsafe fn copy_device_to_device(
     }
 }
 
+/// Enqueues a copy of `len` bytes between two addresses of the unified
+/// address space: device memory of any device the stream's device reaches,
+/// host memory registered with CUDA, or (staged by the driver, slower)
+/// plain pageable host memory. The driver infers the direction from the
+/// pointers.
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes until the stream has run the
+/// copy, and nothing else may write `dst..dst+len` meanwhile.
+pub unsafe fn copy_unified(
+    stream: &GpuStream,
+    dst: DevicePtr,
+    src: DevicePtr,
+    len: usize,
+) -> Result<(), GpuError> {
+    stream.ctx.bind()?;
+    // SAFETY: the caller guarantees both ranges until the copy has run;
+    // with unified addressing cuMemcpyAsync infers the memory kinds.
+    unsafe { sys::cuMemcpyAsync(dst, src, len, stream.raw()) }
+        .result()
+        .map_err(GpuError::cuda("cuMemcpyAsync"))
+}
+
 /// Enqueues a 4-byte write of `value` to `dst` that happens after all work
 /// enqueued on the stream before it, with a memory fence in between: the
 /// notification store of a stream-ordered `write_notify`.

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Runs every GPU test and benchmark in one go, on a machine with an NVIDIA
+# GPU and no Rust toolchain: `bash bench/gpu/run-all.sh DIR`, where DIR holds
+# the binaries built elsewhere by `bash bench/gpu/stage.sh DIR` (gaspi-bench,
+# gaspi-gpu-tests, matvec, gaspi-run). Prints the benchmarks' JSON lines,
+# then one line per test case, and last `GPU_TESTS passed=N failed=M skipped=K`.
+# Exits non-zero when a test failed.
+set -uo pipefail
+DIR=${1:?usage: run-all.sh DIR}
+cd "$DIR" || exit 2
+# NVRTC is loaded at run time: find the CUDA toolkit's copy.
+NV=""
+for f in /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib64/libnvrtc.so; do
+    [ -e "$f" ] && { NV=$(dirname "$f"); break; }
+done
+[ -z "$NV" ] && NV=$(dirname "$(find /usr /opt -name 'libnvrtc.so*' 2>/dev/null | grep -v builtins | head -1)" 2>/dev/null)
+export LD_LIBRARY_PATH="${NV:-}:${LD_LIBRARY_PATH:-}"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | paste -sd';') cores=$(nproc)"
+tests=$(mktemp)
+timeout 900 ./gaspi-gpu-tests >"$tests" 2>&1
+tests_rc=$?
+bench() { timeout 300 ./gaspi-bench --json "$@" 2>&1 | grep -E '^\{' || echo "{\"bench\":\"$1\",\"note\":\"failed (rc ${PIPESTATUS[0]})\"}"; }
+bench notify-rtt
+bench gpu-pingpong
+bench gpu-bw
+if [ -x ./matvec ]; then
+    timeout 300 ./matvec --json 2>&1 | grep -E '^\{' || echo '{"bench":"matvec","note":"failed"}'
+fi
+grep -v '^GPU_TESTS' "$tests"
+grep '^GPU_TESTS' "$tests" || echo "GPU_TESTS passed=0 failed=1 skipped=0 (the test program did not finish: rc $tests_rc)"
+rm -f "$tests"
+exit $tests_rc

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Builds what bench/gpu/run-all.sh needs and copies it into DIR (default
+# .device-bin, git-ignored), with run-all.sh itself. The binaries load
+# libcuda and libnvrtc at run time, so they build without CUDA.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DIR=${1:-.device-bin}
+cargo build --release -p gaspi-bench -p gaspi-tests --bin gaspi-bench --bin gaspi-gpu-tests
+cargo build --release -p gaspi --bin gaspi-run
+cargo build --release -p gaspi-examples --example matvec
+mkdir -p "$DIR"
+cp target/release/gaspi-bench target/release/gaspi-gpu-tests target/release/gaspi-run "$DIR"/
+cp target/release/examples/matvec "$DIR"/
+strip "$DIR"/gaspi-bench "$DIR"/gaspi-gpu-tests "$DIR"/gaspi-run "$DIR"/matvec  # debug info would pass the 64 MiB carry limit
+cp bench/gpu/run-all.sh "$DIR"/
+ls -la "$DIR"

@@ -1,0 +1,344 @@
+//! The GPU benchmarks: notification round trips between the CPU and a
+//! persistent kernel, and GPU-to-GPU ping-pong and bandwidth, each beside
+//! its same-run reference (a copy plus a kernel launch per round trip;
+//! `cuMemcpyPeer` between the same two GPUs).
+//!
+//! Without a usable GPU each prints one record whose note says why it was
+//! skipped.
+
+use crate::report::{Record, Samples};
+use crate::SEG;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use gaspi::cuda::{self as gpu, GpuContext, GpuMemory, GpuStream, PinnedHostMemory};
+use gaspi::{Gaspi, Group, Memory, NotifyId, Queue, Rank, ReduceOp, Timeout};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The number of GPUs, or a record saying why the benchmark is skipped.
+pub fn gpus(bench: &str) -> Result<u32, Vec<Record>> {
+    gpu::driver_available().map_err(|e| {
+        let mut r = Record::new(bench, 0);
+        r.note = Some(format!("skipped: {e}"));
+        vec![r]
+    })
+}
+
+fn one_warp() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Spreads (median, p10, p90) of rank `from` to every rank.
+fn share(g: &Gaspi, from: Rank, s: &Samples) -> Res<(f64, f64, f64)> {
+    let mine = if g.rank() == from && !s.is_empty() {
+        [s.median(), s.p10(), s.p90()]
+    } else {
+        [f64::MIN; 3]
+    };
+    let mut all = [0.0; 3];
+    g.allreduce(&mine, &mut all, ReduceOp::Max, Group::ALL, Timeout::Block)?;
+    Ok((all[0], all[1], all[2]))
+}
+
+/// `notify-rtt`: rank 0 (CPU) sets notification 0 of rank 1's GPU
+/// segment; a persistent kernel on rank 1 polls it and answers with
+/// notification 0 of rank 0's host segment.
+pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
+    let me = g.rank().0;
+    let rounds: u32 = if quick { 2_000 } else { 20_000 };
+    let warmup = 200u32;
+    let memory = if me == 1 { Memory::Gpu(0) } else { Memory::Host };
+    g.segment_create(SEG, 4096, memory, Group::ALL, Timeout::Block)?;
+    // Reference on rank 1: 4-byte copy of the flag + launch + synchronise.
+    let mut reference = Samples::with_capacity(rounds as usize);
+    let mut gpu_side = None;
+    if me == 1 {
+        let dctx = g.device_context(0)?;
+        let cuda = dctx.gpu_context().cuda().clone();
+        let module =
+            gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
+        let once = gaspi::kernels::function(&module, "gaspi_echo_once")?;
+        let stream = GpuStream::new(0)?;
+        let flag = GpuMemory::alloc(0, 4096)?;
+        let answer = PinnedHostMemory::alloc(0, 4096)?;
+        let (flag_ptr, answer_ptr) = (flag.device_ptr(), answer.device_ptr());
+        let one = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        for round in 1..=(warmup + rounds) {
+            let t = Instant::now();
+            // SAFETY: `round` lives across the call (pageable: staged before
+            // it returns); `flag` is device memory of 4096 bytes.
+            unsafe { gpu::copy_host_to_device(&stream, flag_ptr, (&round as *const u32).cast(), 4)? };
+            // SAFETY: gaspi_echo_once(const unsigned*, unsigned*): both
+            // pointers are valid until the synchronize below.
+            unsafe {
+                stream
+                    .cuda()
+                    .launch_builder(&once)
+                    .arg(&flag_ptr)
+                    .arg(&answer_ptr)
+                    .launch(one)?
+            };
+            gpu::synchronize(&stream)?;
+            if answer.as_atomic_u32s()[0].load(Ordering::Acquire) != round {
+                return Err("reference kernel answered wrongly".into());
+            }
+            if round > warmup {
+                reference.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        let echo = gaspi::kernels::function(&module, "gaspi_echo_peer")?;
+        gpu_side = Some((dctx, stream, echo));
+    }
+    let (ref_med, _, _) = share(g, Rank(1), &reference)?;
+    let mut out = Vec::new();
+    for plain_reset in [0u32, 1] {
+        if let Some((dctx, stream, echo)) = &gpu_side {
+            let (arg, seg, peer, total) = (dctx.kernel_arg(), SEG.0 as u32, 0u32, warmup + rounds);
+            // SAFETY: gaspi_echo_peer(gaspi_device_ctx, 5 x unsigned); the
+            // context outlives the kernel (synchronised below).
+            unsafe {
+                stream
+                    .cuda()
+                    .launch_builder(echo)
+                    .arg(&arg)
+                    .arg(&seg)
+                    .arg(&peer)
+                    .arg(&seg)
+                    .arg(&total)
+                    .arg(&plain_reset)
+                    .launch(one_warp())?
+            };
+        }
+        g.barrier(Group::ALL, Timeout::Block)?;
+        let mut rtt = Samples::with_capacity(rounds as usize);
+        if me == 0 {
+            for round in 1..=(warmup + rounds) {
+                let t = Instant::now();
+                g.notify(Rank(1), SEG, NotifyId(0), round, Queue(0))?;
+                let id = g.notify_waitsome(SEG, NotifyId(0), 1, Timeout::Ms(10_000))?;
+                let v = g.notify_reset(SEG, id)?;
+                if v != round {
+                    return Err(format!("round {round}: answer {v}").into());
+                }
+                if round > warmup {
+                    rtt.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                if round % 256 == 0 {
+                    g.wait(Queue(0), Timeout::Block)?;
+                }
+            }
+            g.wait(Queue(0), Timeout::Block)?;
+        }
+        if let Some((_, stream, _)) = &gpu_side {
+            gpu::synchronize(stream)?;
+        }
+        g.barrier(Group::ALL, Timeout::Block)?;
+        if me == 0 {
+            let reset = if plain_reset == 1 {
+                "kernel clears the word with a plain store"
+            } else {
+                "kernel clears the word with gaspi_notify_reset (atomic exchange over PCIe)"
+            };
+            let mut full = Record::new("notify-rtt", 2).with_samples(&rtt);
+            full.transport = Some("host-mapped".into());
+            full.iters = Some(rounds as u64);
+            full = full.with_ref_us("cuMemcpy flag + kernel launch + sync", ref_med);
+            full.note = Some(format!("full round trip CPU -> kernel -> CPU; {reset}"));
+            let half = Samples(rtt.0.iter().map(|x| x / 2.0).collect());
+            let mut h = Record::new("notify-half-rtt", 2).with_samples(&half);
+            h.transport = full.transport.clone();
+            h.iters = full.iters;
+            h = h.with_ref_us("half of the reference", ref_med / 2.0);
+            h.note = Some(reset.into());
+            out.push(full);
+            out.push(h);
+        }
+    }
+    Ok(out)
+}
+
+/// The reference of the GPU-to-GPU benchmarks: `cuMemcpyPeerAsync` +
+/// synchronise between two allocations of this process on the two GPUs;
+/// `window` copies per synchronise. Microseconds per copy.
+fn peer_copy_us(src_dev: u32, dst_dev: u32, size: u64, iters: u32, window: u32) -> Res<Samples> {
+    let src = GpuMemory::alloc(src_dev, size as usize)?;
+    let dst = GpuMemory::alloc(dst_dev, size as usize)?;
+    let (sctx, dctx) = (GpuContext::new(src_dev)?, GpuContext::new(dst_dev)?);
+    if src_dev != dst_dev {
+        gpu::enable_peer_access(&sctx, &dctx)?;
+    }
+    let stream = GpuStream::new(src_dev)?;
+    let mut s = Samples::with_capacity(iters as usize);
+    for i in 0..(iters + 10) {
+        let t = Instant::now();
+        for _ in 0..window {
+            // SAFETY: both allocations hold `size` bytes and outlive the
+            // synchronize below.
+            unsafe {
+                gpu::copy_device_to_device(
+                    &stream,
+                    dst.device_ptr(),
+                    &dctx,
+                    src.device_ptr(),
+                    &sctx,
+                    size as usize,
+                )?
+            };
+        }
+        gpu::synchronize(&stream)?;
+        if i >= 10 {
+            s.push(t.elapsed().as_secs_f64() * 1e6 / window as f64);
+        }
+    }
+    Ok(s)
+}
+
+fn gpu_pair(g: &Gaspi, n: u32, max: u64) -> Res<(u32, u64)> {
+    let me = g.rank().0;
+    let device = me % n;
+    let send_off = max.next_multiple_of(1 << 16);
+    g.segment_create(SEG, 2 * send_off, Memory::Gpu(device), Group::ALL, Timeout::Block)?;
+    Ok((device, send_off))
+}
+
+/// `gpu-pingpong`: half round trips between GPU segments of two ranks
+/// (on two GPUs when there are two), posted by the CPU and by kernels.
+pub fn gpu_pingpong(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>> {
+    let me = g.rank().0;
+    let peer = Rank(1 - me);
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    let (device, send_off) = gpu_pair(g, n, max)?;
+    let rounds: u32 = if quick { 500 } else { 5_000 };
+    let dctx = g.device_context(device)?;
+    let cuda = dctx.gpu_context().cuda().clone();
+    let module = gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
+    let kernel = gaspi::kernels::function(&module, "gaspi_gpu_pingpong")?;
+    let stream = cuda.new_stream()?;
+    let times = PinnedHostMemory::alloc(device, rounds as usize * 8)?;
+    let mut out = Vec::new();
+    let note_pair = format!("ranks on GPUs 0 and {}", 1 % n);
+    for &size in sizes {
+        let reference = if me == 0 {
+            peer_copy_us(0, 1 % n, size, rounds.min(2000), 1)?
+        } else {
+            Samples::default()
+        };
+        // Host-driven.
+        g.barrier(Group::ALL, Timeout::Block)?;
+        let mut host = Samples::with_capacity(rounds as usize);
+        for r in 1..=rounds + 50 {
+            let t = Instant::now();
+            if me == 0 {
+                g.write_notify(SEG, send_off, peer, SEG, 0, size, NotifyId(0), r, Queue(0))?;
+                let id = g.notify_waitsome(SEG, NotifyId(1), 1, Timeout::Ms(10_000))?;
+                g.notify_reset(SEG, id)?;
+            } else {
+                let id = g.notify_waitsome(SEG, NotifyId(0), 1, Timeout::Ms(10_000))?;
+                g.notify_reset(SEG, id)?;
+                g.write_notify(SEG, send_off, peer, SEG, 0, size, NotifyId(1), r, Queue(0))?;
+            }
+            if r % 128 == 0 {
+                g.wait(Queue(0), Timeout::Block)?;
+            }
+            if r > 50 {
+                host.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+            }
+        }
+        g.wait(Queue(0), Timeout::Block)?;
+        // Device-driven.
+        g.barrier(Group::ALL, Timeout::Block)?;
+        let (arg, seg, p, initiator) = (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
+        let times_ptr = times.device_ptr();
+        // SAFETY: gaspi_gpu_pingpong(gaspi_device_ctx, unsigned, unsigned,
+        // u64, u64, unsigned, unsigned, u64*): the times buffer holds
+        // `rounds` u64 and outlives the kernel (synchronised below).
+        unsafe {
+            stream
+                .launch_builder(&kernel)
+                .arg(&arg)
+                .arg(&seg)
+                .arg(&p)
+                .arg(&size)
+                .arg(&send_off)
+                .arg(&rounds)
+                .arg(&initiator)
+                .arg(&times_ptr)
+                .launch(one_warp())?
+        };
+        stream.synchronize()?;
+        g.barrier(Group::ALL, Timeout::Block)?;
+        if me == 0 {
+            let words = times.as_atomic_u64s();
+            let device = Samples(
+                (10..rounds as usize)
+                    .map(|i| words[i].load(Ordering::Acquire) as f64 / 1e3 / 2.0)
+                    .collect(),
+            );
+            let ref_us = reference.median();
+            for (what, s) in [("host-driven", &host), ("device-driven", &device)] {
+                let mut r = Record::new("gpu-pingpong", 2).with_samples(s);
+                r.transport = Some(format!("cuda-ipc {what}"));
+                r.size = Some(size);
+                r.iters = Some(s.len() as u64);
+                r = r.with_ref_us("cuMemcpyPeer + sync", ref_us);
+                r.note = Some(format!("half round trip; {note_pair}"));
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `gpu-bw`: a window of `write`s from one GPU segment into another
+/// rank's, then `wait`, against the same window of `cuMemcpyPeerAsync`.
+pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>> {
+    let me = g.rank().0;
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    let (_, send_off) = gpu_pair(g, n, max)?;
+    let mut out = Vec::new();
+    for &size in sizes {
+        let window: u32 = if size >= 1 << 20 { 8 } else { 64 };
+        let iters: u32 = if quick { 20 } else { 100 };
+        let reference = if me == 0 {
+            peer_copy_us(0, 1 % n, size, iters, window)?
+        } else {
+            Samples::default()
+        };
+        g.barrier(Group::ALL, Timeout::Block)?;
+        let mut ours = Samples::with_capacity(iters as usize);
+        if me == 0 {
+            for i in 0..iters + 5 {
+                let t = Instant::now();
+                for _ in 0..window {
+                    g.write(SEG, send_off, Rank(1), SEG, 0, size, Queue(0))?;
+                }
+                g.wait(Queue(0), Timeout::Block)?;
+                if i >= 5 {
+                    ours.push(t.elapsed().as_secs_f64() * 1e6 / window as f64);
+                }
+            }
+        }
+        g.barrier(Group::ALL, Timeout::Block)?;
+        if me == 0 {
+            let gbps = |us: f64| size as f64 / us / 1e3;
+            let mut r = Record::new("gpu-bw", 2).with_samples(&ours);
+            r.transport = Some("cuda-ipc".into());
+            r.size = Some(size);
+            r.iters = Some(iters as u64 * window as u64);
+            r.gbps = Some(gbps(ours.median()));
+            r = r.with_ref_gbps("cuMemcpyPeerAsync, same window", gbps(reference.median()));
+            r.note = Some(format!("window {window}; GPUs 0 -> {}", 1 % n));
+            out.push(r);
+        }
+    }
+    Ok(out)
+}

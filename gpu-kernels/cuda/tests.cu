@@ -1,0 +1,120 @@
+// tests.cu -- kernels of the GPU integration tests (tests/bin/gpu_tests.rs).
+//
+// Each kernel reports through `status` (device memory or host-mapped,
+// zeroed by the caller): status[0] = 0 while all is well, else a failure
+// code; status[1..] = details (round, index, value seen).
+#include "gaspi_device.cuh"
+
+// The payload word i of round r, as both sides compute it.
+__device__ __forceinline__ unsigned int test_pattern(unsigned int r, unsigned int i) {
+    return r * 2654435761u ^ (i * 40503u + 17u);
+}
+
+__device__ inline void test_fail(unsigned int* status, unsigned int code, unsigned int a, unsigned int b, unsigned int c) {
+    if (atomicCAS(status, 0u, code) == 0u) {
+        status[1] = a;
+        status[2] = b;
+        status[3] = c;
+        __threadfence_system();
+    }
+}
+
+// Ping-pong with payload, one warp. Round r (1..=rounds): wait for
+// notification 0 of `seg` (value r), check `words` words at offset 0
+// (test_pattern(r, i)), write word+1 into offset `out_off`, and send those
+// words with the device-side write_notify to (peer, peer_seg) offset 0,
+// notification 0, value r.
+extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
+                                     unsigned int words, unsigned int rounds, unsigned int out_off, unsigned int* status) {
+    if (threadIdx.x >= 32) return;
+    const unsigned int lane = threadIdx.x;
+    const unsigned int* in = reinterpret_cast<const unsigned int*>(gaspi_segment_ptr(ctx, seg, 0));
+    unsigned int* out = reinterpret_cast<unsigned int*>(gaspi_segment_ptr(ctx, seg, out_off));
+    if (in == nullptr || out == nullptr) {
+        if (lane == 0) test_fail(status, 1, 0, 0, 0);
+        return;
+    }
+    for (unsigned int r = 1; r <= rounds; ++r) {
+        const int id = gaspi_notify_waitsome(ctx, seg, 0, 1);
+        if (id != 0) {
+            if (lane == 0) test_fail(status, 2, r, (unsigned int)id, 0);
+            return;
+        }
+        unsigned int v = 0;
+        if (lane == 0) v = gaspi_notify_reset(ctx, seg, 0);
+        v = __shfl_sync(0xffffffffu, v, 0);
+        if (v != r) {
+            if (lane == 0) test_fail(status, 3, r, v, 0);
+            return;
+        }
+        bool bad = false;
+        for (unsigned int i = lane; i < words; i += 32) {
+            const unsigned int x = in[i];
+            if (x != test_pattern(r, i) && !bad) {
+                test_fail(status, 4, r, i, x);
+                bad = true;
+            }
+            out[i] = x + 1u;
+        }
+        if (__any_sync(0xffffffffu, bad)) return;
+        const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, peer_seg, 0, (gaspi_u64)words * 4u, 0, r);
+        if (rc != GASPI_DEV_SUCCESS) {
+            if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
+            return;
+        }
+    }
+}
+
+// Ordering, one block: round r, wait for notification 0 (value r), then
+// every thread checks that all `words` words of the segment hold r (the
+// data must be complete when the flag is seen); answer with a notification
+// of value r to (peer, peer_seg, 0) so the sender goes on.
+extern "C" __global__ void test_ordering(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
+                                         unsigned int words, unsigned int rounds, unsigned int* status) {
+    __shared__ unsigned int value;
+    const unsigned int* data = reinterpret_cast<const unsigned int*>(gaspi_segment_ptr(ctx, seg, 0));
+    for (unsigned int r = 1; r <= rounds; ++r) {
+        const int id = gaspi_notify_waitsome_block(ctx, seg, 0, 1);
+        if (threadIdx.x == 0) value = id == 0 ? gaspi_notify_reset(ctx, seg, 0) : 0u;
+        __syncthreads();
+        const unsigned int v = value;
+        __syncthreads();
+        if (v != r) {
+            if (threadIdx.x == 0) test_fail(status, 2, r, v, 0);
+            return;
+        }
+        for (unsigned int i = threadIdx.x; i < words; i += blockDim.x) {
+            const unsigned int x = data[i];
+            if (x != r) test_fail(status, 6, r, i, x);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) gaspi_notify(ctx, peer, peer_seg, 0, r);
+        __syncthreads();
+    }
+}
+
+// The ring under pressure: every thread t of the grid writes, `per_thread`
+// times, its 8-byte word (offset t*8 of `seg`, filled here with t+1) to
+// (peer, peer_seg) offset (t*per_thread + j)*8, with notification t set to
+// j+1. Requests go through the ring (the context forces it); thread 0 of
+// each block waits for local completion at the end.
+extern "C" __global__ void test_ring_flood(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
+                                           unsigned int per_thread, unsigned int* status) {
+    const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long* mine = reinterpret_cast<unsigned long long*>(gaspi_segment_ptr(ctx, seg, (gaspi_u64)t * 8u));
+    if (mine == nullptr) {
+        test_fail(status, 1, t, 0, 0);
+        return;
+    }
+    *mine = (unsigned long long)t + 1ull;
+    for (unsigned int j = 0; j < per_thread; ++j) {
+        const int rc = gaspi_write_notify_thread(ctx, seg, (gaspi_u64)t * 8u, peer, peer_seg,
+                                                 ((gaspi_u64)t * per_thread + j) * 8u, 8u, t, j + 1u);
+        if (rc != GASPI_DEV_SUCCESS) {
+            test_fail(status, 5, t, j, (unsigned int)(-rc));
+            return;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) gaspi_ring_quiet(ctx);
+}

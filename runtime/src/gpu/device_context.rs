@@ -1,0 +1,388 @@
+//! What a kernel needs to make GASPI calls itself: segment tables in device
+//! memory, and a request ring served by a thread of this rank.
+//!
+//! A [`DeviceContext`] is a snapshot: built from the segments this rank owns
+//! and the segments peers registered with it *at the time of the call*. A
+//! segment created later needs a new context (and a new launch), exactly as
+//! a kernel argument would. The context keeps every segment it describes
+//! alive, so a kernel never writes into freed memory while the context
+//! exists; drop it only after the kernels that use it have finished.
+//!
+//! Routes. For each `(rank, segment)` the table holds the device-visible
+//! addresses of the data and of notification word 0 when the kernel's GPU
+//! can store into both: segments of its own GPU, a peer GPU's segment opened
+//! with CUDA IPC once peer access between the two GPUs is enabled, and host
+//! segments of this host (registered with CUDA). Otherwise the entry keeps
+//! only the shape (size, notification count), and the device API posts the
+//! request into the ring; [`DeviceContextOptions::force_ring`] makes every
+//! remote entry so, to exercise (and measure) that path.
+//!
+//! The ring server. Kernels cannot wake a thread, so the server polls the
+//! ring: it spins for the rank's spin budget after its last request, then
+//! naps with a growing interval (up to 1 ms). It carries out each request
+//! through the same checked GPU path as a host-driven `write_notify`
+//! (copy on its own stream, notification in stream order), synchronises
+//! the stream after a batch, and then advances the ring's `completed`
+//! counter, which `gaspi_ring_quiet` on the device waits for. The mio
+//! progress engine cannot serve the ring itself: it sleeps in `epoll`,
+//! which a GPU store cannot interrupt (decision 0010).
+
+use super::QueueStream;
+use crate::context::Inner;
+use crate::error::{Error, Result, Side};
+use crate::ops::{check_notification, lookup_remote};
+use crate::tables::Tables;
+use crate::types::{NotifyId, Rank, SegId};
+use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};
+use gaspi_segments::gpu::{self, GpuContext, GpuMemory, PinnedHostMemory};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How a [`DeviceContext`] is built.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceContextOptions {
+    /// Slots of the request ring (a power of two, 32 to 2^20); 0 for no
+    /// ring (then kernels can only reach directly mapped targets).
+    pub ring_capacity: u32,
+    /// Route every request to another rank through the ring, even where
+    /// the GPU could store directly.
+    pub force_ring: bool,
+}
+
+impl Default for DeviceContextOptions {
+    fn default() -> Self {
+        DeviceContextOptions {
+            ring_capacity: 1024,
+            force_ring: false,
+        }
+    }
+}
+
+/// Counters of the ring server, shared with it.
+#[derive(Debug, Default)]
+struct RingStats {
+    served: AtomicU64,
+    errors: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+#[derive(Debug)]
+struct RingService {
+    stop: Arc<AtomicBool>,
+    stats: Arc<RingStats>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Ring memory (host-mapped) and the producers' counter (device).
+    _memory: PinnedHostMemory,
+    _producer: GpuMemory,
+}
+
+/// The kernel-side view of this rank's GASPI world; see the module docs.
+///
+/// ```no_run
+/// # fn f(gaspi: &gaspi::Gaspi) -> gaspi::Result<()> {
+/// let dctx = gaspi.device_context(0)?;
+/// let arg: gaspi::kernels::DeviceCtx = dctx.kernel_arg();
+/// // launch a kernel that includes gaspi_device.cuh with `arg` by value
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct DeviceContext {
+    device: u32,
+    ctx: GpuContext,
+    arg: DeviceCtx,
+    direct_routes: u32,
+    ring: Option<RingService>,
+    _tables_memory: GpuMemory,
+    /// Keeps every described segment (and its mappings) alive.
+    _snapshot: Tables,
+}
+
+impl DeviceContext {
+    /// The argument to pass, by value, to kernels (`gaspi_device_ctx`).
+    pub fn kernel_arg(&self) -> DeviceCtx {
+        self.arg
+    }
+
+    /// The device the context was built for.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// The device's context (load modules and launch kernels with
+    /// `gpu_context().cuda()`).
+    pub fn gpu_context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// How many `(rank, segment)` entries the GPU can store into directly.
+    pub fn direct_routes(&self) -> u32 {
+        self.direct_routes
+    }
+
+    /// Ring requests carried out so far.
+    pub fn ring_served(&self) -> u64 {
+        self.ring
+            .as_ref()
+            .map_or(0, |r| r.stats.served.load(Ordering::Acquire))
+    }
+
+    /// Ring requests refused (bad arguments from a kernel, dead target);
+    /// with the last reason.
+    pub fn ring_errors(&self) -> (u64, Option<String>) {
+        match &self.ring {
+            None => (0, None),
+            Some(r) => (
+                r.stats.errors.load(Ordering::Acquire),
+                r.stats
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            ),
+        }
+    }
+}
+
+impl Drop for DeviceContext {
+    fn drop(&mut self) {
+        if let Some(ring) = &mut self.ring {
+            ring.stop.store(true, Ordering::Release);
+            if let Some(t) = ring.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+const DESC: usize = std::mem::size_of::<SegmentDesc>();
+
+impl Inner {
+    pub(crate) fn device_context(
+        self: &Arc<Self>,
+        device: u32,
+        options: DeviceContextOptions,
+    ) -> Result<DeviceContext> {
+        let ctx = GpuContext::new(device)?;
+        let snapshot: Tables = (*self.tables.load()).clone();
+        let nseg = self.config.segment_max as usize;
+        let nranks = self.size as usize;
+        let mut descs = vec![SegmentDesc::default(); nseg * (1 + nranks)];
+        for (i, s) in snapshot.local.iter().enumerate().take(nseg) {
+            if let Some(s) = s {
+                let (data, words) = s.kernel_view(device)?;
+                descs[i] = SegmentDesc::direct(data, s.size as u64, words, s.notifications.count());
+            }
+        }
+        let mut direct_routes = 0;
+        for rank in 0..nranks {
+            for seg in 0..nseg {
+                let Some(r) = snapshot.remote[rank][seg].as_deref() else {
+                    continue;
+                };
+                let shape = SegmentDesc::via_ring(r.size(), r.notification_count());
+                let forced = options.force_ring && rank as u32 != self.rank.0;
+                let desc = if forced {
+                    shape
+                } else {
+                    match self.kernel_route(&ctx, r) {
+                        Ok(Some(d)) => {
+                            direct_routes += 1;
+                            d
+                        }
+                        Ok(None) => shape,
+                        Err(e) => {
+                            tracing::debug!("{} of rank {rank} via the ring: {e}", SegId(seg as u8));
+                            shape
+                        }
+                    }
+                };
+                descs[(1 + rank) * nseg + seg] = desc;
+            }
+        }
+        let tables_memory = GpuMemory::alloc(device, descs.len() * DESC)?;
+        let stream = gpu::GpuStream::new(device)?;
+        // SAFETY: the allocation holds descs.len() descriptors; `descs`
+        // outlives the synchronize below.
+        unsafe {
+            gpu::copy_unified(
+                &stream,
+                tables_memory.device_ptr(),
+                descs.as_ptr() as u64,
+                descs.len() * DESC,
+            )?
+        };
+        gpu::synchronize(&stream)?;
+        let base = tables_memory.device_ptr();
+        let mut arg = DeviceCtx {
+            rank: self.rank.0,
+            nranks: nranks as u32,
+            nsegments: nseg as u32,
+            ring_capacity: 0,
+            local: base,
+            remote: base + (nseg * DESC) as u64,
+            ring: 0,
+            ring_producer: 0,
+        };
+        let ring = if options.ring_capacity == 0 {
+            None
+        } else {
+            let memory =
+                PinnedHostMemory::alloc(device, RequestRing::bytes_for(options.ring_capacity))?;
+            // A fresh cuMemAlloc is zeroed: the producers' counter starts at 0.
+            let producer = GpuMemory::alloc(device, RequestRing::PRODUCER_BYTES)?;
+            // SAFETY: the pinned memory holds bytes_for(capacity) bytes and
+            // lives in the RingService next to the consumer; no kernel can
+            // post before this context is handed out.
+            let consumer = unsafe { RequestRing::init(memory.host_ptr(), options.ring_capacity)? };
+            arg.ring_capacity = options.ring_capacity;
+            arg.ring = memory.device_ptr();
+            arg.ring_producer = producer.device_ptr();
+            let stop = Arc::new(AtomicBool::new(false));
+            let stats = Arc::new(RingStats::default());
+            let thread = {
+                let (inner, stop, stats) = (self.clone(), stop.clone(), stats.clone());
+                std::thread::Builder::new()
+                    .name(format!("gaspi-ring-{}", self.rank.0))
+                    .spawn(move || serve_ring(&inner, consumer, &stop, &stats))
+                    .map_err(|e| Error::io("starting the GPU ring server", e))?
+            };
+            Some(RingService {
+                stop,
+                stats,
+                thread: Some(thread),
+                _memory: memory,
+                _producer: producer,
+            })
+        };
+        tracing::debug!(
+            device,
+            direct_routes,
+            ring = options.ring_capacity,
+            "device context built"
+        );
+        Ok(DeviceContext {
+            device,
+            ctx,
+            arg,
+            direct_routes,
+            ring,
+            _tables_memory: tables_memory,
+            _snapshot: snapshot,
+        })
+    }
+
+    /// The direct route of a kernel on `ctx`'s device to `r`, if it has one.
+    fn kernel_route(
+        &self,
+        ctx: &GpuContext,
+        r: &dyn crate::transport::RemoteSegment,
+    ) -> Result<Option<SegmentDesc>> {
+        let view = r.gpu_view(ctx.device())?;
+        let Some(data) = view.data else {
+            return Ok(None);
+        };
+        if let Some(owner) = view.device {
+            if owner != ctx.device() {
+                let peer = GpuContext::new(owner)?;
+                if !ctx.can_access_peer(&peer)? {
+                    return Ok(None);
+                }
+                gpu::enable_peer_access(ctx, &peer)?;
+            }
+        }
+        Ok(Some(SegmentDesc::direct(
+            data,
+            r.size(),
+            view.notifications,
+            r.notification_count(),
+        )))
+    }
+
+    /// Carries out one ring request, checked like a host call.
+    fn serve_request(&self, qs: &QueueStream, req: &Request) -> Result<()> {
+        let rank = Rank(req.target_rank);
+        self.check_peer(rank)?;
+        let remote_seg = ring_seg(req.remote_segment)?;
+        let tables = self.tables.load();
+        let max = self.config.segment_max;
+        match req.op {
+            RequestOp::WriteNotify => {
+                let local_seg = ring_seg(req.local_segment)?;
+                self.check_size(req.size)?;
+                self.check_seg_id(local_seg)?;
+                let local = tables.local[local_seg.0 as usize].as_deref().ok_or(
+                    Error::UnknownSegment {
+                        rank: self.rank,
+                        seg: local_seg,
+                    },
+                )?;
+                local.check(Side::Local, self.rank, req.local_offset, req.size)?;
+                let r = lookup_remote(&tables, rank, remote_seg, req.remote_offset, req.size, max)?;
+                check_notification(r, rank, remote_seg, NotifyId(req.notification_id), req.value)?;
+                self.gpu_put(
+                    qs,
+                    local,
+                    req.local_offset,
+                    r,
+                    req.remote_offset,
+                    req.size,
+                    Some((req.notification_id, req.value)),
+                )
+            }
+            RequestOp::Notify => {
+                let r = lookup_remote(&tables, rank, remote_seg, 0, 0, max)?;
+                check_notification(r, rank, remote_seg, NotifyId(req.notification_id), req.value)?;
+                self.gpu_notify(qs, r, req.notification_id, req.value)
+            }
+            RequestOp::Unknown(code) => Err(Error::Protocol(format!(
+                "a kernel posted a ring request with unknown operation {code}"
+            ))),
+        }
+    }
+}
+
+/// A segment id from a ring request (kernels may post anything).
+fn ring_seg(v: u32) -> Result<SegId> {
+    u8::try_from(v)
+        .map(SegId)
+        .map_err(|_| Error::Protocol(format!("a kernel posted a ring request for segment {v}")))
+}
+
+/// The ring server's loop (see the module docs).
+fn serve_ring(inner: &Inner, ring: RequestRing, stop: &AtomicBool, stats: &RingStats) {
+    let qs = QueueStream::default();
+    let spin = inner.config.effective_spin();
+    let mut last_work = Instant::now();
+    let mut nap = Duration::from_micros(10);
+    while !stop.load(Ordering::Acquire) {
+        let mut taken = 0u64;
+        let mut through = 0u64;
+        while let Some(req) = ring.try_pop() {
+            if let Err(e) = inner.serve_request(&qs, &req) {
+                tracing::warn!(ticket = req.ticket, "GPU ring request refused: {e}");
+                stats.errors.fetch_add(1, Ordering::AcqRel);
+                *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            }
+            taken += 1;
+            through = req.ticket + 1;
+            if taken == 256 {
+                break;
+            }
+        }
+        if taken > 0 {
+            if let Err(e) = inner.gpu_wait(&qs) {
+                tracing::error!("GPU ring server: {e}");
+            }
+            ring.complete_through(through);
+            stats.served.fetch_add(taken, Ordering::AcqRel);
+            last_work = Instant::now();
+            nap = Duration::from_micros(10);
+        } else if last_work.elapsed() < spin {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The GPU path: one-sided calls whose source or target is GPU memory, and
+//! what kernels need to make such calls themselves.
+//!
+//! # Host-driven calls
+//!
+//! When either side of a `write`/`read`/`write_notify` is a GPU segment, the
+//! CPU cannot move the bytes with a `memcpy`. The call then enqueues a copy
+//! on the *queue's stream* (one CUDA stream per GASPI queue, created on
+//! first use on the rank's home device) and returns; a notification that
+//! follows is a `cuStreamWriteValue32` on the same stream, so the stream's
+//! order is GASPI's "data first, then the flag". `wait(queue)` synchronises
+//! the stream: local completion. Once a queue has GPU work in flight, every
+//! later notification on it takes the stream too, so a plain CPU store can
+//! never overtake a copy still in flight. Reads are synchronous (the data is
+//! in place when `read` returns): simpler, and a read's latency is that of
+//! the copy anyway.
+//!
+//! Addresses come from the transport as a [`GpuView`](crate::transport::GpuView)
+//! in the unified address space: a peer's GPU segment opened with CUDA IPC,
+//! host segments (ours and same-host peers') registered with CUDA on first
+//! use. Memory that cannot be mapped (another process's bound memory; later,
+//! a network peer) is staged through a host buffer.
+//!
+//! # Device-driven calls
+//!
+//! [`DeviceContext`] packs the same views into the tables a kernel reads
+//! (`gaspi_device_ctx`, see `gpu-kernels/`) and runs the server of the
+//! request ring through which kernels reach targets they cannot store into.
+
+pub(crate) mod device_context;
+
+pub use device_context::{DeviceContext, DeviceContextOptions};
+
+use crate::context::Inner;
+use crate::error::Result;
+use crate::segment::LocalSegment;
+use crate::transport::{GpuView, RemoteSegment};
+use gaspi_segments::gpu::{self, GpuStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// The GPU side of one queue: its stream and whether work is in flight.
+#[derive(Debug, Default)]
+pub(crate) struct QueueStream {
+    stream: OnceLock<GpuStream>,
+    pending: AtomicBool,
+}
+
+impl QueueStream {
+    /// Whether GPU work was posted since the last `wait`.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    /// The device whose streams carry this rank's GPU copies.
+    pub(crate) fn home_device(&self) -> u32 {
+        *self
+            .gpu_home
+            .get_or_init(|| self.config.gpu_device.unwrap_or(0))
+    }
+
+    fn queue_stream<'q>(&self, qs: &'q QueueStream) -> Result<&'q GpuStream> {
+        if let Some(s) = qs.stream.get() {
+            return Ok(s);
+        }
+        let s = GpuStream::new(self.home_device())?;
+        // Two threads may race to create it: one wins, the other's is dropped.
+        let _ = qs.stream.set(s);
+        Ok(qs.stream.get().expect("set just above"))
+    }
+
+    /// `write` / `write_notify` through the GPU path. Arguments are checked.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gpu_put(
+        &self,
+        qs: &QueueStream,
+        local: &LocalSegment,
+        local_offset: u64,
+        r: &dyn RemoteSegment,
+        remote_offset: u64,
+        size: u64,
+        notify: Option<(u32, u32)>,
+    ) -> Result<()> {
+        let home = self.home_device();
+        let stream = self.queue_stream(qs)?;
+        let view = r.gpu_view(home)?;
+        let src = local.unified_ptr(local_offset, home, self.config.pin_host_segments);
+        let len = size as usize;
+        match view.data {
+            // SAFETY: both ranges were bounds-checked by the caller; the
+            // segments stay alive until the copy ran: a segment's memory is
+            // freed only when its last handle is gone, and `wait` (or the
+            // owner's delete, which waits for every peer to forget it) comes
+            // first by the API's contract, as for any posted GASPI request.
+            Some(dst) => unsafe { gpu::copy_unified(stream, dst + remote_offset, src, len)? },
+            None => {
+                let mut bounce = vec![0u8; len];
+                // SAFETY: `bounce` lives until after the synchronize below.
+                unsafe { gpu::copy_unified(stream, bounce.as_mut_ptr() as u64, src, len)? };
+                gpu::synchronize(stream)?;
+                r.put(remote_offset, bounce.as_ptr(), len)?;
+            }
+        }
+        qs.pending.store(true, Ordering::Relaxed);
+        match notify {
+            Some((id, value)) => self.stream_notify(stream, &view, id, value),
+            None => Ok(()),
+        }
+    }
+
+    /// A notification in stream order after the queue's GPU work.
+    pub(crate) fn gpu_notify(
+        &self,
+        qs: &QueueStream,
+        r: &dyn RemoteSegment,
+        id: u32,
+        value: u32,
+    ) -> Result<()> {
+        let view = r.gpu_view(self.home_device())?;
+        let stream = self.queue_stream(qs)?;
+        self.stream_notify(stream, &view, id, value)
+    }
+
+    fn stream_notify(&self, stream: &GpuStream, view: &GpuView, id: u32, value: u32) -> Result<()> {
+        // SAFETY: the id was checked against the area, which stays mapped
+        // and registered while its remote segment lives (see gpu_put).
+        unsafe { gpu::stream_write_u32(stream, view.notifications + 4 * id as u64, value)? };
+        Ok(())
+    }
+
+    /// `read` through the GPU path; complete when it returns.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gpu_get(
+        &self,
+        qs: &QueueStream,
+        local: &LocalSegment,
+        local_offset: u64,
+        r: &dyn RemoteSegment,
+        remote_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let home = self.home_device();
+        let stream = self.queue_stream(qs)?;
+        let view = r.gpu_view(home)?;
+        let dst = local.unified_ptr(local_offset, home, self.config.pin_host_segments);
+        let len = size as usize;
+        match view.data {
+            // SAFETY: both ranges checked by the caller and alive until the
+            // synchronize below.
+            Some(src) => unsafe { gpu::copy_unified(stream, dst, src + remote_offset, len)? },
+            None => {
+                let mut bounce = vec![0u8; len];
+                r.get(remote_offset, bounce.as_mut_ptr(), len)?;
+                // SAFETY: `bounce` lives until after the synchronize below.
+                unsafe { gpu::copy_unified(stream, dst, bounce.as_ptr() as u64, len)? };
+                gpu::synchronize(stream)?;
+                return Ok(());
+            }
+        }
+        Ok(gpu::synchronize(stream)?)
+    }
+
+    /// Local completion of the queue's GPU work.
+    pub(crate) fn gpu_wait(&self, qs: &QueueStream) -> Result<()> {
+        if qs.pending.swap(false, Ordering::Relaxed) {
+            if let Some(stream) = qs.stream.get() {
+                gpu::synchronize(stream)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,205 @@
+//! Same-host GPU segments: the peer's GPU memory opened with CUDA IPC.
+//!
+//! The data of a peer's GPU segment is mapped into this process with
+//! `cuIpcOpenMemHandle` (in the context of the owner's device, with lazy
+//! peer access, so kernels of another GPU reach it over NVLink or PCIe
+//! peer-to-peer once peer access is enabled). Its notification words are
+//! host memory (a memfd), mapped and set like a host segment's.
+//!
+//! The CPU cannot store into GPU memory, so `put` and `get` here are copies
+//! on a stream of this segment, synchronised before they return: the
+//! blocking fallback for callers outside the GPU path. The runtime's calls
+//! take the asynchronous route instead (`crate::gpu`: copy on the queue's
+//! stream, the notification written by the same stream after it).
+//!
+//! A rank's own GPU segments are reached through [`OwnGpuSegment`]: the
+//! driver refuses to open an IPC handle in the process that exported it.
+
+use super::{GpuView, RemoteSegment};
+use crate::error::{Error, Result};
+use crate::segment::{LocalSegment, SegmentDescriptor};
+use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
+use gaspi_segments::gpu::{self, DevicePtr, GpuError, GpuIpcMapping, GpuStream, HostRegistration};
+use gaspi_segments::{MemoryDescriptor, PeerMapping};
+use std::sync::{Arc, OnceLock};
+
+/// A same-host peer's GPU segment.
+#[derive(Debug)]
+struct CudaIpcSegment {
+    size: u64,
+    device: u32,
+    data: GpuIpcMapping,
+    /// For the blocking `put`/`get` fallback.
+    stream: GpuStream,
+    notifications: NotificationArea,
+    notifications_offset: usize,
+    /// Dropped (unregistered) before `mapping`.
+    registration: OnceLock<std::result::Result<HostRegistration, GpuError>>,
+    mapping: PeerMapping,
+}
+
+// SAFETY: the notification area points into `mapping`, owned by the struct;
+// GPU addresses are plain integers; all accesses are copies through the
+// driver or atomic notification operations, valid from any thread.
+unsafe impl Send for CudaIpcSegment {}
+// SAFETY: see Send.
+unsafe impl Sync for CudaIpcSegment {}
+
+/// Opens a peer's GPU segment.
+pub(crate) fn attach(desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>> {
+    let MemoryDescriptor::GpuIpc {
+        device,
+        handle,
+        offset,
+        ..
+    } = &desc.data
+    else {
+        return Err(Error::Protocol("cuda_ipc::attach of a non-GPU segment".into()));
+    };
+    let handle: [u8; 64] = handle
+        .as_slice()
+        .try_into()
+        .map_err(|_| Error::Protocol(format!("a CUDA IPC handle of {} bytes", handle.len())))?;
+    let data = GpuIpcMapping::open(*device, &handle, *offset + desc.data_offset, desc.size as usize)?;
+    let stream = GpuStream::new(*device)?;
+    let mapping = PeerMapping::open(&desc.notifications)?;
+    let notifications_offset = desc.notifications_offset as usize;
+    if notifications_offset + NotificationArea::bytes_for(desc.notification_count) > mapping.len() {
+        return Err(Error::Protocol(
+            "the notification area lies outside its mapping".into(),
+        ));
+    }
+    // SAFETY: the owner laid out bytes_for(count) bytes at the offset within
+    // the memfd (checked against the mapping's length just above), and the
+    // mapping lives as long as the area (same struct).
+    let notifications = unsafe {
+        NotificationArea::from_raw(
+            mapping.as_ptr().add(notifications_offset),
+            desc.notification_count,
+            WakeMode::Futex,
+        )
+    };
+    tracing::debug!(device, size = desc.size, "opened a peer's GPU segment");
+    Ok(Box::new(CudaIpcSegment {
+        size: desc.size,
+        device: *device,
+        data,
+        stream,
+        notifications,
+        notifications_offset,
+        registration: OnceLock::new(),
+        mapping,
+    }))
+}
+
+/// Copies with `stream` and waits for the copy.
+///
+/// # Safety
+/// Both ranges valid for `len` bytes for the duration of the call.
+unsafe fn copy_now(stream: &GpuStream, dst: DevicePtr, src: DevicePtr, len: usize) -> Result<()> {
+    // SAFETY: forwarded; we synchronise before returning.
+    unsafe { gpu::copy_unified(stream, dst, src, len)? };
+    Ok(gpu::synchronize(stream)?)
+}
+
+impl RemoteSegment for CudaIpcSegment {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn notification_count(&self) -> u32 {
+        self.notifications.count()
+    }
+
+    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+        // SAFETY: the caller checked offset + len <= size and that `src` is
+        // valid for `len` bytes.
+        unsafe { copy_now(&self.stream, self.data.device_ptr() + offset, src as DevicePtr, len) }
+    }
+
+    fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
+        // SAFETY: as in put, with the roles swapped.
+        unsafe { copy_now(&self.stream, dst as DevicePtr, self.data.device_ptr() + offset, len) }
+    }
+
+    fn notify(&self, id: u32, value: u32) -> Result<()> {
+        self.notifications
+            .set(id, value)
+            .map_err(|e| Error::Protocol(e.to_string()))
+    }
+
+    fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+        // No CPU atomic reaches GPU memory: the owner applies it.
+        Ok(None)
+    }
+
+    fn is_gpu(&self) -> bool {
+        true
+    }
+
+    fn gpu_view(&self, home: u32) -> Result<GpuView> {
+        let reg = self.registration.get_or_init(|| {
+            // SAFETY: the mapping is owned by self and dropped after the
+            // registration (field order); only this OnceLock registers it.
+            unsafe { HostRegistration::register(home, self.mapping.as_ptr(), self.mapping.len()) }
+        });
+        let reg = reg.as_ref().map_err(|e| Error::Gpu(e.clone()))?;
+        self.notifications.mark_silent_writer();
+        Ok(GpuView {
+            data: Some(self.data.device_ptr()),
+            device: Some(self.device),
+            notifications: reg.device_ptr() + (self.notifications_offset + HEADER_BYTES) as u64,
+        })
+    }
+}
+
+/// One of this rank's own GPU segments, seen through the remote-segment
+/// interface (a rank writes to itself the way it writes to peers).
+#[derive(Debug)]
+pub(crate) struct OwnGpuSegment(pub Arc<LocalSegment>);
+
+impl RemoteSegment for OwnGpuSegment {
+    fn size(&self) -> u64 {
+        self.0.size as u64
+    }
+
+    fn notification_count(&self) -> u32 {
+        self.0.notifications.count()
+    }
+
+    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+        // SAFETY: the caller guarantees `src` is valid for `len` bytes.
+        self.0
+            .copy_in(offset, unsafe { std::slice::from_raw_parts(src, len) })
+    }
+
+    fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
+        // SAFETY: the caller guarantees `dst` is valid for `len` bytes.
+        self.0
+            .copy_out(offset, unsafe { std::slice::from_raw_parts_mut(dst, len) })
+    }
+
+    fn notify(&self, id: u32, value: u32) -> Result<()> {
+        self.0
+            .notifications
+            .set(id, value)
+            .map_err(|e| Error::Protocol(e.to_string()))
+    }
+
+    fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+        Ok(None)
+    }
+
+    fn is_gpu(&self) -> bool {
+        true
+    }
+
+    fn gpu_view(&self, home: u32) -> Result<GpuView> {
+        let (data, notifications) = self.0.kernel_view(home)?;
+        Ok(GpuView {
+            data: Some(data),
+            device: self.0.device(),
+            notifications,
+        })
+    }
+}

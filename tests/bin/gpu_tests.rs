@@ -1,0 +1,527 @@
+//! The GPU integration tests, as one program that runs where there is no
+//! Rust toolchain (the GPU machines): built here, carried there, started by
+//! `bench/gpu/run-all.sh`. `cargo test` runs it too (`tests/tests/gpu.rs`);
+//! on a host without a GPU every case that needs one is reported SKIP with
+//! the reason, and only the no-driver case runs.
+//!
+//! `gaspi-gpu-tests` runs every case, each as its own job (the case
+//! program starts its ranks itself), and prints one line per case,
+//! `GPU_TEST <name> PASS|FAIL|SKIP <detail>`, then
+//! `GPU_TESTS passed=N failed=M skipped=K`; it exits non-zero when a case
+//! failed. `gaspi-gpu-tests --case NAME` runs one case.
+//!
+//! Cases:
+//! - `host-gpu`: a host-segment rank and a GPU-segment rank write random
+//!   data to each other (`write_notify`, `write` + `notify`, `read`), sizes
+//!   1 B to 4 MiB + 5 at odd offsets: CPU to GPU and GPU to CPU.
+//! - `gpu-gpu`: the same between two GPU segments (two GPUs when the host
+//!   has them: CUDA IPC and peer access).
+//! - `kernel-echo`: a persistent kernel waits for notifications with the
+//!   device API, checks each 64-byte payload, and answers with the
+//!   device-side `write_notify`: 100,000 round trips, checked on both sides.
+//! - `ordering`: 2,000 rounds of 1 MiB `write_notify` into a GPU segment;
+//!   the kernel checks that every word is there whenever it sees the flag.
+//! - `full-ring`: 102,400 device-side `write_notify`s forced through a
+//!   32-slot request ring (full nearly all the time): every payload and
+//!   the last notification of each thread arrive, none lost or doubled.
+//! - `no-driver`: a GPU segment or device context on a host without CUDA
+//!   fails with `Error::Gpu(NoDriver)` and creates nothing; with CUDA, an
+//!   unknown device fails with `BadDevice` and creates nothing.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use gaspi::cuda::{GpuError, PinnedHostMemory};
+use gaspi::{Config, Error, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+use rand::{Rng, SeedableRng};
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+const SKIP_CODE: i32 = 77;
+const CASES: [&str; 6] = [
+    "no-driver",
+    "host-gpu",
+    "gpu-gpu",
+    "kernel-echo",
+    "ordering",
+    "full-ring",
+];
+const SEG: SegId = SegId(0);
+const Q: Queue = Queue(0);
+const WAIT: Timeout = Timeout::Ms(60_000);
+
+fn main() {
+    gaspi::init_logging();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--case") {
+        let name = args.get(i + 1).map(String::as_str).unwrap_or("");
+        let code = match run_case(name) {
+            Ok(()) => 0,
+            Err(e) => {
+                if let Some(reason) = e.to_string().strip_prefix("SKIP: ") {
+                    println!("SKIP: {reason}");
+                    SKIP_CODE
+                } else {
+                    eprintln!("case {name} failed: {e}");
+                    1
+                }
+            }
+        };
+        std::process::exit(code);
+    }
+    std::process::exit(run_all());
+}
+
+/// Runs every case as a child process; returns the exit code.
+fn run_all() -> i32 {
+    let exe = std::env::current_exe().expect("the test program's own path");
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for case in CASES {
+        let start = Instant::now();
+        let out = Command::new(&exe).args(["--case", case]).output();
+        let secs = start.elapsed().as_secs_f64();
+        match out {
+            Ok(out) => {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                match out.status.code() {
+                    Some(0) => {
+                        passed += 1;
+                        let detail = stdout.lines().rev().find(|l| l.starts_with("OK")).unwrap_or("");
+                        println!("GPU_TEST {case} PASS ({secs:.1} s) {detail}");
+                    }
+                    Some(SKIP_CODE) => {
+                        skipped += 1;
+                        let reason = stdout
+                            .lines()
+                            .find_map(|l| l.strip_prefix("SKIP: "))
+                            .unwrap_or("no reason given");
+                        println!("GPU_TEST {case} SKIP {reason}");
+                    }
+                    code => {
+                        failed += 1;
+                        println!("GPU_TEST {case} FAIL (exit {code:?}, {secs:.1} s)");
+                        for line in stdout.lines().chain(stderr.lines()).rev().take(15).collect::<Vec<_>>().into_iter().rev() {
+                            println!("    {line}");
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("GPU_TEST {case} FAIL cannot start: {e}");
+            }
+        }
+    }
+    println!("GPU_TESTS passed={passed} failed={failed} skipped={skipped}");
+    i32::from(failed > 0)
+}
+
+fn skip(reason: impl std::fmt::Display) -> Box<dyn std::error::Error> {
+    format!("SKIP: {reason}").into()
+}
+
+/// The number of GPUs, or the reason there are none.
+fn gpus() -> Res<u32> {
+    gaspi::cuda::driver_available().map_err(|e| skip(format!("no usable GPU here: {e}")))
+}
+
+fn run_case(name: &str) -> Res {
+    match name {
+        "no-driver" => no_driver(),
+        "host-gpu" => {
+            let n = gpus()?;
+            directions(|rank| if rank == 0 { Memory::Host } else { Memory::Gpu((rank - 1) % n) })
+        }
+        "gpu-gpu" => {
+            let n = gpus()?;
+            directions(|rank| Memory::Gpu(rank % n))
+        }
+        "kernel-echo" => {
+            gpus()?;
+            kernel_echo()
+        }
+        "ordering" => {
+            gpus()?;
+            ordering()
+        }
+        "full-ring" => {
+            gpus()?;
+            full_ring()
+        }
+        other => Err(format!("unknown case {other:?}; cases: {CASES:?}").into()),
+    }
+}
+
+fn start(ranks: u32) -> Res<Gaspi> {
+    Ok(Gaspi::init(Config::from_env()?.standalone_ranks(ranks))?)
+}
+
+fn no_driver() -> Res {
+    let g = start(1)?;
+    let before = g.segment_list();
+    let (device, expect_no_driver) = match gaspi::cuda::driver_available() {
+        Err(_) => (0, true),
+        Ok(n) => (n, false),
+    };
+    let seg = SegId(7);
+    let r = g.segment_alloc(seg, 4096, Memory::Gpu(device));
+    match (&r, expect_no_driver) {
+        (Err(Error::Gpu(GpuError::NoDriver { reason })), true) => {
+            println!("segment_alloc(Gpu(0)) without CUDA: NoDriver ({reason})")
+        }
+        (Err(Error::Gpu(GpuError::BadDevice { device: d, count })), false) if *d == device => {
+            println!("segment_alloc(Gpu({d})) with {count} device(s): BadDevice")
+        }
+        _ => return Err(format!("segment_alloc(Gpu({device})) gave {r:?}").into()),
+    }
+    if g.segment_list() != before {
+        return Err("a failed GPU segment_alloc left a segment behind".into());
+    }
+    // The id is still free: a host segment of that id can be made.
+    g.segment_alloc(seg, 4096, Memory::Host)?;
+    g.segment_delete(seg)?;
+    let r = g.segment_create(seg, 4096, Memory::Gpu(device), Group::ALL, Timeout::Block);
+    if !matches!(r, Err(Error::Gpu(_))) {
+        return Err(format!("segment_create(Gpu({device})) gave {r:?}").into());
+    }
+    let d = g.device_context(device);
+    if !matches!(d, Err(Error::Gpu(_))) {
+        return Err(format!("device_context({device}) gave {d:?}").into());
+    }
+    g.term()?;
+    println!("OK the documented errors, nothing created");
+    Ok(())
+}
+
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v[..]);
+    v
+}
+
+/// Both ranks send random data to each other with every call, checked.
+fn directions(kind: impl Fn(u32) -> Memory) -> Res {
+    let g = start(2)?;
+    let me = g.rank().0;
+    let peer = Rank(1 - me);
+    const MAX: u64 = (4 << 20) + 64;
+    // Outgoing area at 0, incoming at MAX, read-back area at 2*MAX.
+    let seg = g.segment_create(SEG, 3 * MAX, kind(me), Group::ALL, Timeout::Block)?;
+    let sizes = [1u64, 8, 4096, 65_539, (4 << 20) + 5];
+    let mut checked = 0u64;
+    for (round, &size) in sizes.iter().enumerate() {
+        let round = round as u32 + 1;
+        let off = 3 * round as u64; // odd offsets too
+        for sender in 0..2u32 {
+            let seed = (round as u64) << 8 | sender as u64;
+            if me == sender {
+                let data = random_bytes(seed, size as usize);
+                seg.write(off as usize, &data)?;
+                if round % 2 == 1 {
+                    g.write_notify(SEG, off, peer, SEG, MAX + off, size, NotifyId(round), round, Q)?;
+                } else {
+                    g.write(SEG, off, peer, SEG, MAX + off, size, Q)?;
+                    g.notify(peer, SEG, NotifyId(round), round, Q)?;
+                }
+                g.wait(Q, WAIT)?;
+                // The receiver reads our outgoing area back before we go on.
+                let id = g.notify_waitsome(SEG, NotifyId(100 + round), 1, WAIT)?;
+                g.notify_reset(SEG, id)?;
+            } else {
+                let id = g.notify_waitsome(SEG, NotifyId(round), 1, WAIT)?;
+                if g.notify_reset(SEG, id)? != round {
+                    return Err(format!("round {round}: wrong notification value").into());
+                }
+                let expect = random_bytes(seed, size as usize);
+                let got: Vec<u8> = seg.read_vec((MAX + off) as usize, size as usize)?;
+                if got != expect {
+                    let first = got.iter().zip(&expect).position(|(a, b)| a != b);
+                    return Err(format!(
+                        "{size} bytes from rank {sender} ({:?} -> {:?}) differ first at byte {first:?}",
+                        kind(sender),
+                        kind(me)
+                    )
+                    .into());
+                }
+                // read: the sender's outgoing area into our read-back area.
+                g.read(SEG, 2 * MAX + off, peer, SEG, off, size, Q)?;
+                g.wait(Q, WAIT)?;
+                let back: Vec<u8> = seg.read_vec((2 * MAX + off) as usize, size as usize)?;
+                if back != expect {
+                    return Err(format!("read of {size} bytes from rank {sender} differs").into());
+                }
+                g.notify(peer, SEG, NotifyId(100 + round), 1, Q)?;
+                g.wait(Q, WAIT)?;
+                checked += 2 * size;
+            }
+        }
+    }
+    g.barrier(Group::ALL, WAIT)?;
+    g.term()?;
+    println!("OK rank {me} ({:?}) checked {checked} bytes written and read", kind(me));
+    Ok(())
+}
+
+struct Kernels {
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    module: std::sync::Arc<cudarc::driver::CudaModule>,
+    status: PinnedHostMemory,
+}
+
+fn kernels(dctx: &gaspi::gpu::DeviceContext) -> Res<Kernels> {
+    let cuda = dctx.gpu_context().cuda();
+    let module = gaspi::kernels::compile_and_load(cuda, gaspi::kernels::TESTS_SOURCE, "tests.cu")?;
+    let stream = cuda.new_stream()?;
+    let status = PinnedHostMemory::alloc(dctx.device(), 4096)?;
+    Ok(Kernels {
+        stream,
+        module,
+        status,
+    })
+}
+
+impl Kernels {
+    fn status(&self) -> [u32; 4] {
+        let s = self.status.as_atomic_u32s();
+        std::array::from_fn(|i| s[i].load(Ordering::Acquire))
+    }
+
+    fn check(&self, what: &str) -> Res {
+        self.stream.synchronize()?;
+        match self.status() {
+            [0, ..] => Ok(()),
+            [code, a, b, c] => Err(format!("{what}: kernel reported failure {code} ({a}, {b}, {c})").into()),
+        }
+    }
+}
+
+fn pattern(r: u32, i: u32) -> u32 {
+    r.wrapping_mul(2654435761) ^ (i.wrapping_mul(40503).wrapping_add(17))
+}
+
+fn kernel_echo() -> Res {
+    const ROUNDS: u32 = 100_000;
+    const WORDS: u32 = 16;
+    const OUT: u32 = 4096;
+    let g = start(2)?;
+    let me = g.rank().0;
+    if me == 1 {
+        let device = 0;
+        g.segment_create(SEG, 8192, Memory::Gpu(device), Group::ALL, Timeout::Block)?;
+        g.barrier(Group::ALL, WAIT)?; // rank 0's segment is registered here
+        let dctx = g.device_context(device)?;
+        let k = kernels(&dctx)?;
+        let f = gaspi::kernels::function(&k.module, "test_echo")?;
+        let arg = dctx.kernel_arg();
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (seg, peer, words, rounds, out) = (SEG.0 as u32, 0u32, WORDS, ROUNDS, OUT);
+        let status = k.status.device_ptr();
+        // SAFETY: test_echo's parameters are (gaspi_device_ctx, 6 x unsigned,
+        // unsigned*), matching the arguments; the context and the status
+        // memory outlive the kernel (synchronised in `check`).
+        unsafe {
+            k.stream
+                .launch_builder(&f)
+                .arg(&arg)
+                .arg(&seg)
+                .arg(&peer)
+                .arg(&seg)
+                .arg(&words)
+                .arg(&rounds)
+                .arg(&out)
+                .arg(&status)
+                .launch(cfg)?
+        };
+        g.barrier(Group::ALL, WAIT)?; // the kernel is running
+        k.check("test_echo")?;
+        g.barrier(Group::ALL, WAIT)?;
+        println!("OK the kernel checked {ROUNDS} payloads");
+    } else {
+        let seg = g.segment_create(SEG, 8192, Memory::Host, Group::ALL, Timeout::Block)?;
+        g.barrier(Group::ALL, WAIT)?;
+        g.barrier(Group::ALL, WAIT)?;
+        let mut times = Vec::with_capacity(ROUNDS as usize);
+        let mut payload = vec![0u32; WORDS as usize];
+        for r in 1..=ROUNDS {
+            let t = Instant::now();
+            for (i, w) in payload.iter_mut().enumerate() {
+                *w = pattern(r, i as u32);
+            }
+            seg.write(0, &payload)?;
+            g.write_notify(SEG, 0, Rank(1), SEG, 0, WORDS as u64 * 4, NotifyId(0), r, Q)?;
+            let id = g.notify_waitsome(SEG, NotifyId(0), 1, WAIT)?;
+            let v = g.notify_reset(SEG, id)?;
+            if v != r {
+                return Err(format!("round {r}: reply notification {v}").into());
+            }
+            let reply: Vec<u32> = seg.read_vec(OUT as usize, WORDS as usize)?;
+            for (i, &w) in reply.iter().enumerate() {
+                if w != pattern(r, i as u32).wrapping_add(1) {
+                    return Err(format!("round {r}: reply word {i} is {w:#x}").into());
+                }
+            }
+            g.wait(Q, WAIT)?;
+            times.push(t.elapsed());
+        }
+        times.sort();
+        g.barrier(Group::ALL, WAIT)?;
+        println!(
+            "OK {ROUNDS} round trips with 64-byte payloads checked (median {:.2} us)",
+            times[times.len() / 2].as_secs_f64() * 1e6
+        );
+    }
+    g.term()?;
+    Ok(())
+}
+
+fn ordering() -> Res {
+    const ROUNDS: u32 = 2000;
+    const WORDS: usize = 1 << 18; // 1 MiB
+    let g = start(2)?;
+    let me = g.rank().0;
+    let bytes = (WORDS * 4) as u64;
+    if me == 1 {
+        g.segment_create(SEG, bytes, Memory::Gpu(0), Group::ALL, Timeout::Block)?;
+        g.barrier(Group::ALL, WAIT)?;
+        let dctx = g.device_context(0)?;
+        let k = kernels(&dctx)?;
+        let f = gaspi::kernels::function(&k.module, "test_ordering")?;
+        let arg = dctx.kernel_arg();
+        let (seg, peer, words, rounds) = (SEG.0 as u32, 0u32, WORDS as u32, ROUNDS);
+        let status = k.status.device_ptr();
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: test_ordering takes (gaspi_device_ctx, 5 x unsigned,
+        // unsigned*); everything it uses outlives it (checked below).
+        unsafe {
+            k.stream
+                .launch_builder(&f)
+                .arg(&arg)
+                .arg(&seg)
+                .arg(&peer)
+                .arg(&seg)
+                .arg(&words)
+                .arg(&rounds)
+                .arg(&status)
+                .launch(cfg)?
+        };
+        g.barrier(Group::ALL, WAIT)?;
+        k.check("test_ordering")?;
+        g.barrier(Group::ALL, WAIT)?;
+        println!("OK the kernel saw complete data with every one of {ROUNDS} notifications");
+    } else {
+        let seg = g.segment_create(SEG, bytes, Memory::Host, Group::ALL, Timeout::Block)?;
+        g.barrier(Group::ALL, WAIT)?;
+        g.barrier(Group::ALL, WAIT)?;
+        let mut data = vec![0u32; WORDS];
+        for r in 1..=ROUNDS {
+            data.fill(r);
+            seg.write(0, &data)?;
+            g.write_notify(SEG, 0, Rank(1), SEG, 0, bytes, NotifyId(0), r, Q)?;
+            let id = g.notify_waitsome(SEG, NotifyId(0), 1, WAIT)?;
+            if g.notify_reset(SEG, id)? != r {
+                return Err(format!("round {r}: wrong answer").into());
+            }
+            g.wait(Q, WAIT)?;
+        }
+        g.barrier(Group::ALL, WAIT)?;
+        println!("OK {ROUNDS} rounds of 1 MiB");
+    }
+    g.term()?;
+    Ok(())
+}
+
+fn full_ring() -> Res {
+    const BLOCKS: u32 = 8;
+    const THREADS: u32 = 128;
+    const PER_THREAD: u32 = 100;
+    const CAPACITY: u32 = 32;
+    let total = (BLOCKS * THREADS * PER_THREAD) as u64;
+    let g = start(2)?;
+    let me = g.rank().0;
+    let threads = (BLOCKS * THREADS) as u64;
+    if me == 1 {
+        g.segment_create(SEG, threads * 8, Memory::Gpu(0), Group::ALL, Timeout::Block)?;
+        g.barrier(Group::ALL, WAIT)?;
+        let dctx = g.device_context_with(
+            0,
+            gaspi::gpu::DeviceContextOptions {
+                ring_capacity: CAPACITY,
+                force_ring: true,
+            },
+        )?;
+        let k = kernels(&dctx)?;
+        let f = gaspi::kernels::function(&k.module, "test_ring_flood")?;
+        let arg = dctx.kernel_arg();
+        let (seg, peer, per) = (SEG.0 as u32, 0u32, PER_THREAD);
+        let status = k.status.device_ptr();
+        let cfg = LaunchConfig {
+            grid_dim: (BLOCKS, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let t = Instant::now();
+        // SAFETY: test_ring_flood takes (gaspi_device_ctx, 4 x unsigned,
+        // unsigned*); everything it uses outlives it (checked below).
+        unsafe {
+            k.stream
+                .launch_builder(&f)
+                .arg(&arg)
+                .arg(&seg)
+                .arg(&peer)
+                .arg(&seg)
+                .arg(&per)
+                .arg(&status)
+                .launch(cfg)?
+        };
+        k.check("test_ring_flood")?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while dctx.ring_served() < total && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let (errors, last) = dctx.ring_errors();
+        if dctx.ring_served() != total || errors != 0 {
+            return Err(format!(
+                "ring served {} of {total} requests, {errors} refused (last: {last:?})",
+                dctx.ring_served()
+            )
+            .into());
+        }
+        g.barrier(Group::ALL, WAIT)?;
+        println!(
+            "OK {total} requests through a {CAPACITY}-slot ring ({:.2} M requests/s)",
+            total as f64 / secs / 1e6
+        );
+    } else {
+        let seg = g.segment_create(SEG, total * 8, Memory::Host, Group::ALL, Timeout::Block)?;
+        g.barrier(Group::ALL, WAIT)?;
+        g.barrier(Group::ALL, WAIT)?;
+        let words: Vec<u64> = seg.read_vec(0, total as usize)?;
+        for t in 0..threads {
+            for j in 0..PER_THREAD as u64 {
+                let w = words[(t * PER_THREAD as u64 + j) as usize];
+                if w != t + 1 {
+                    return Err(format!("thread {t} request {j}: word {w}").into());
+                }
+            }
+            let v = g.notify_reset(SEG, NotifyId(t as u32))?;
+            if v != PER_THREAD {
+                return Err(format!("thread {t}: last notification value {v}").into());
+            }
+        }
+        println!("OK {total} payloads and {threads} notifications checked");
+    }
+    g.term()?;
+    Ok(())
+}
