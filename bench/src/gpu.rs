@@ -25,6 +25,21 @@ pub fn gpus(bench: &str) -> Result<u32, Vec<Record>> {
     })
 }
 
+/// Two GPUs, or a record saying why the benchmark is skipped: two
+/// processes on one GPU are time-sliced (no MPS), which measures the
+/// scheduler, not the transport.
+pub fn two_gpus(bench: &str) -> Result<u32, Vec<Record>> {
+    let n = gpus(bench)?;
+    if n < 2 {
+        let mut r = Record::new(bench, 0);
+        r.note = Some(format!(
+            "skipped: needs two GPUs (this host has {n}; two processes sharing one GPU are time-sliced)"
+        ));
+        return Err(vec![r]);
+    }
+    Ok(n)
+}
+
 fn one_warp() -> LaunchConfig {
     LaunchConfig {
         grid_dim: (1, 1, 1),
@@ -100,7 +115,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     }
     let (ref_med, _, _) = share(g, Rank(1), &reference)?;
     let mut out = Vec::new();
-    for plain_reset in [0u32, 1] {
+    for variant in [0u32, 2] {
         if let Some((dctx, stream, echo)) = &gpu_side {
             let (arg, seg, peer, total) = (dctx.kernel_arg(), SEG.0 as u32, 0u32, warmup + rounds);
             // SAFETY: gaspi_echo_peer(gaspi_device_ctx, 5 x unsigned); the
@@ -114,7 +129,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                     .arg(&peer)
                     .arg(&seg)
                     .arg(&total)
-                    .arg(&plain_reset)
+                    .arg(&variant)
                     .launch(one_warp())?
             };
         }
@@ -143,10 +158,14 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
         }
         g.barrier(Group::ALL, Timeout::Block)?;
         if me == 0 {
-            let reset = if plain_reset == 1 {
-                "kernel clears the word with a plain store"
-            } else {
-                "kernel clears the word with gaspi_notify_reset (atomic exchange over PCIe)"
+            let reset = match variant {
+                0 => "device API as is: acquire polling, atomic-exchange reset, fence + release store".to_string(),
+                v => format!(
+                    "variant {v}:{}{}{}",
+                    if v & 1 != 0 { " volatile polling + fence;" } else { "" },
+                    if v & 2 != 0 { " plain-store reset;" } else { "" },
+                    if v & 4 != 0 { " fence + volatile store answer" } else { "" }
+                ),
             };
             let mut full = Record::new("notify-rtt", 2).with_samples(&rtt);
             full.transport = Some("host-mapped".into());
@@ -158,7 +177,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
             h.transport = full.transport.clone();
             h.iters = full.iters;
             h = h.with_ref_us("half of the reference", ref_med / 2.0);
-            h.note = Some(reset.into());
+            h.note = Some(reset);
             out.push(full);
             out.push(h);
         }

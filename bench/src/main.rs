@@ -158,14 +158,14 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
             Err(skip) => skip,
             Ok(_) => gpu::notify_rtt(&start(2)?, cli.quick)?,
         },
-        Cmd::GpuPingpong { sizes } => match gpu::gpus("gpu-pingpong") {
+        Cmd::GpuPingpong { sizes } => match gpu::two_gpus("gpu-pingpong") {
             Err(skip) => skip,
             Ok(n) => {
                 let sizes = if sizes.is_empty() { vec![8, 4096, 65536] } else { sizes.clone() };
                 gpu::gpu_pingpong(&start(2)?, n, &sizes, cli.quick)?
             }
         },
-        Cmd::GpuBw { sizes } => match gpu::gpus("gpu-bw") {
+        Cmd::GpuBw { sizes } => match gpu::two_gpus("gpu-bw") {
             Err(skip) => skip,
             Ok(n) => {
                 let sizes = if sizes.is_empty() {

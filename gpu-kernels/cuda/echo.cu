@@ -32,27 +32,51 @@ extern "C" __global__ void gaspi_echo_once(const unsigned int* flag, unsigned in
 // The notify-rtt benchmark's kernel (gaspi-bench notify-rtt): one warp
 // waits on notification 0 of its local segment `in_seg`, clears it, and
 // answers with notification 0 of segment `out_seg` on rank `peer`.
-// `plain_reset` != 0 clears the word with a plain store instead of an
-// atomic exchange (measures what the PCIe read-modify-write costs).
+// `variant` picks how, to measure what each memory-order choice costs on
+// words that live across PCIe:
+//   0: the device API as is (gaspi_notify_waitsome, gaspi_notify_reset,
+//      gaspi_notify);
+//   bit 0: poll with relaxed (volatile) loads, one acquire fence after a hit;
+//   bit 1: clear the word with a plain store instead of an atomic exchange;
+//   bit 2: answer with __threadfence_system + a relaxed store (no st.release).
 extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int peer,
-                                           unsigned int out_seg, unsigned int max_rounds, unsigned int plain_reset) {
+                                           unsigned int out_seg, unsigned int max_rounds, unsigned int variant) {
     if (threadIdx.x >= 32) return;
+    const gaspi_segment_desc* in = gaspi_local_segment(ctx, in_seg);
+    const gaspi_segment_desc* out = gaspi_remote_segment(ctx, peer, out_seg);
+    if (in == nullptr || out == nullptr || out->notifications == 0) return;
+    gaspi_u32* word = reinterpret_cast<gaspi_u32*>(in->notifications);
+    gaspi_u32* answer = reinterpret_cast<gaspi_u32*>(out->notifications);
     for (unsigned int round = 0; round < max_rounds; ++round) {
-        const int id = gaspi_notify_waitsome(ctx, in_seg, 0, 1);
-        if (id < 0) return;
+        if (variant & 1u) {
+            if (threadIdx.x == 0) {
+                while (*reinterpret_cast<volatile gaspi_u32*>(word) == 0u) {
+                }
+                __threadfence_system();
+            }
+            __syncwarp();
+        } else if (gaspi_notify_waitsome(ctx, in_seg, 0, 1) < 0) {
+            return;
+        }
         unsigned int value = 0;
         if (threadIdx.x == 0) {
-            if (plain_reset) {
-                gaspi_u32* word = reinterpret_cast<gaspi_u32*>(gaspi_local_segment(ctx, in_seg)->notifications) + id;
-                value = gaspi_load_acquire_u32(word);
+            if (variant & 2u) {
+                value = *reinterpret_cast<volatile gaspi_u32*>(word);
                 *reinterpret_cast<volatile gaspi_u32*>(word) = 0u;
             } else {
-                value = gaspi_notify_reset(ctx, in_seg, (unsigned int)id);
+                value = gaspi_notify_reset(ctx, in_seg, 0);
             }
         }
         value = __shfl_sync(0xffffffffu, value, 0);
         if (value == GASPI_STOP_VALUE || value == 0u) return;
-        if (threadIdx.x == 0) gaspi_notify(ctx, peer, out_seg, 0, value);
+        if (threadIdx.x == 0) {
+            if (variant & 4u) {
+                __threadfence_system();
+                *reinterpret_cast<volatile gaspi_u32*>(answer) = value;
+            } else {
+                gaspi_notify(ctx, peer, out_seg, 0, value);
+            }
+        }
         __syncwarp();
     }
 }

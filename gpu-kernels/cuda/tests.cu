@@ -22,7 +22,7 @@ __device__ inline void test_fail(unsigned int* status, unsigned int code, unsign
 // Ping-pong with payload, one warp. Round r (1..=rounds): wait for
 // notification 0 of `seg` (value r), check `words` words at offset 0
 // (test_pattern(r, i)), write word+1 into offset `out_off`, and send those
-// words with the device-side write_notify to (peer, peer_seg) offset 0,
+// words with the device-side write_notify to (peer, peer_seg) offset `out_off`,
 // notification 0, value r.
 extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
                                      unsigned int words, unsigned int rounds, unsigned int out_off, unsigned int* status) {
@@ -57,7 +57,7 @@ extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, uns
             out[i] = x + 1u;
         }
         if (__any_sync(0xffffffffu, bad)) return;
-        const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, peer_seg, 0, (gaspi_u64)words * 4u, 0, r);
+        const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, peer_seg, out_off, (gaspi_u64)words * 4u, 0, r);
         if (rc != GASPI_DEV_SUCCESS) {
             if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
             return;

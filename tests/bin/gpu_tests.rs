@@ -88,7 +88,8 @@ fn run_all() -> i32 {
                 match out.status.code() {
                     Some(0) => {
                         passed += 1;
-                        let detail = stdout.lines().rev().find(|l| l.starts_with("OK")).unwrap_or("");
+                        let detail: Vec<&str> = stdout.lines().filter(|l| l.starts_with("OK")).collect();
+                        let detail = detail.join(" | ");
                         println!("GPU_TEST {case} PASS ({secs:.1} s) {detail}");
                     }
                     Some(SKIP_CODE) => {
