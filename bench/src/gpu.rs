@@ -67,7 +67,11 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     let me = g.rank().0;
     let rounds: u32 = if quick { 2_000 } else { 20_000 };
     let warmup = 200u32;
-    let memory = if me == 1 { Memory::Gpu(0) } else { Memory::Host };
+    let memory = if me == 1 {
+        Memory::Gpu(0)
+    } else {
+        Memory::Host
+    };
     g.segment_create(SEG, 4096, memory, Group::ALL, Timeout::Block)?;
     // Reference on rank 1: 4-byte copy of the flag + launch + synchronise.
     let mut reference = Samples::with_capacity(rounds as usize);
@@ -91,7 +95,9 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
             let t = Instant::now();
             // SAFETY: `round` lives across the call (pageable: staged before
             // it returns); `flag` is device memory of 4096 bytes.
-            unsafe { gpu::copy_host_to_device(&stream, flag_ptr, (&round as *const u32).cast(), 4)? };
+            unsafe {
+                gpu::copy_host_to_device(&stream, flag_ptr, (&round as *const u32).cast(), 4)?
+            };
             // SAFETY: gaspi_echo_once(const unsigned*, unsigned*): both
             // pointers are valid until the synchronize below.
             unsafe {
@@ -159,7 +165,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
         g.barrier(Group::ALL, Timeout::Block)?;
         if me == 0 {
             let reset = match variant {
-                0 => "device API as is: acquire polling, atomic-exchange reset, fence + release store".to_string(),
+                0 => "device API as is: acquire polling, atomic-exchange reset, fence + relaxed store".to_string(),
                 v => format!(
                     "variant {v}:{}{}{}",
                     if v & 1 != 0 { " volatile polling + fence;" } else { "" },
@@ -225,13 +231,25 @@ fn gpu_pair(g: &Gaspi, n: u32, max: u64) -> Res<(u32, u64)> {
     let me = g.rank().0;
     let device = me % n;
     let send_off = max.next_multiple_of(1 << 16);
-    g.segment_create(SEG, 2 * send_off, Memory::Gpu(device), Group::ALL, Timeout::Block)?;
+    g.segment_create(
+        SEG,
+        2 * send_off,
+        Memory::Gpu(device),
+        Group::ALL,
+        Timeout::Block,
+    )?;
     Ok((device, send_off))
 }
 
 /// `gpu-pingpong`: half round trips between GPU segments of two ranks
 /// (on two GPUs when there are two), posted by the CPU and by kernels.
-pub fn gpu_pingpong(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>> {
+pub fn gpu_pingpong(
+    g: &Gaspi,
+    n: u32,
+    sizes: &[u64],
+    device_driven: bool,
+    quick: bool,
+) -> Res<Vec<Record>> {
     let me = g.rank().0;
     let peer = Rank(1 - me);
     let max = sizes.iter().copied().max().unwrap_or(8);
@@ -273,9 +291,22 @@ pub fn gpu_pingpong(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Re
             }
         }
         g.wait(Queue(0), Timeout::Block)?;
-        // Device-driven.
         g.barrier(Group::ALL, Timeout::Block)?;
-        let (arg, seg, p, initiator) = (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
+        if !device_driven {
+            if me == 0 {
+                let mut r = Record::new("gpu-pingpong", 2).with_samples(&host);
+                r.transport = Some("cuda-ipc host-driven".into());
+                r.size = Some(size);
+                r.iters = Some(host.len() as u64);
+                r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());
+                r.note = Some(format!("half round trip; {note_pair}"));
+                out.push(r);
+            }
+            continue;
+        }
+        // Device-driven.
+        let (arg, seg, p, initiator) =
+            (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
         let times_ptr = times.device_ptr();
         // SAFETY: gaspi_gpu_pingpong(gaspi_device_ctx, unsigned, unsigned,
         // u64, u64, unsigned, unsigned, u64*): the times buffer holds

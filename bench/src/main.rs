@@ -72,6 +72,10 @@ enum Cmd {
     GpuPingpong {
         #[arg(long, value_delimiter = ',')]
         sizes: Vec<u64>,
+        /// Also run the kernel-driven ping-pong (known to fault with an
+        /// illegal address across two GPUs: see BENCHMARKS.md).
+        #[arg(long)]
+        device_driven: bool,
     },
     /// GPU-to-GPU write bandwidth against cuMemcpyPeer (GPU).
     GpuBw {
@@ -158,11 +162,18 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
             Err(skip) => skip,
             Ok(_) => gpu::notify_rtt(&start(2)?, cli.quick)?,
         },
-        Cmd::GpuPingpong { sizes } => match gpu::two_gpus("gpu-pingpong") {
+        Cmd::GpuPingpong {
+            sizes,
+            device_driven,
+        } => match gpu::two_gpus("gpu-pingpong") {
             Err(skip) => skip,
             Ok(n) => {
-                let sizes = if sizes.is_empty() { vec![8, 4096, 65536] } else { sizes.clone() };
-                gpu::gpu_pingpong(&start(2)?, n, &sizes, cli.quick)?
+                let sizes = if sizes.is_empty() {
+                    vec![8, 4096, 65536]
+                } else {
+                    sizes.clone()
+                };
+                gpu::gpu_pingpong(&start(2)?, n, &sizes, *device_driven, cli.quick)?
             }
         },
         Cmd::GpuBw { sizes } => match gpu::two_gpus("gpu-bw") {

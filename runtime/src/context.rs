@@ -274,7 +274,7 @@ impl Inner {
                 rank: owner,
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
-        let remote = transport.attach(owner, desc)?;
+        let remote = transport.attach(owner, desc, self.gpu_home.get().copied())?;
         self.tables
             .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())

@@ -40,8 +40,8 @@ mod collectives;
 mod config;
 mod context;
 mod error;
-mod groups;
 pub mod gpu;
+mod groups;
 pub mod launcher;
 mod lists;
 mod ops;
@@ -58,12 +58,12 @@ mod wire;
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 pub use config::{Config, LONG_SPIN, SHORT_SPIN};
 pub use context::Gaspi;
+pub use error::{Error, Result, Side};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for
 /// programs that launch their own kernels.
 pub use gaspi_gpu_kernels as kernels;
 /// GPU contexts, memory and streams (`gaspi-segments`' GPU layer).
 pub use gaspi_segments::gpu as cuda;
-pub use error::{Error, Result, Side};
 pub use lists::ListElem;
 pub use passive::PASSIVE_MAX;
 pub use segment::{Segment, SegmentDescriptor};

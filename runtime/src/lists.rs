@@ -211,8 +211,12 @@ impl Gaspi {
                 if r.segment.is_gpu() || r.remote.is_gpu() || gpu.pending() {
                     let (seg, off) = (r.segment, r.local_offset);
                     match dir {
-                        Dir::Write => inner.gpu_put(gpu, seg, off, r.remote, r.remote_offset, size, None)?,
-                        Dir::Read => inner.gpu_get(gpu, seg, off, r.remote, r.remote_offset, size)?,
+                        Dir::Write => {
+                            inner.gpu_put(gpu, seg, off, r.remote, r.remote_offset, size, None)?
+                        }
+                        Dir::Read => {
+                            inner.gpu_get(gpu, seg, off, r.remote, r.remote_offset, size)?
+                        }
                     }
                 } else {
                     match dir {

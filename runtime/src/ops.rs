@@ -194,7 +194,7 @@ impl Gaspi {
         let own: Box<dyn RemoteSegment> = if s.is_gpu() {
             Box::new(crate::transport::cuda_ipc::OwnGpuSegment(s.clone()))
         } else {
-            transport.attach(me, &s.descriptor)?
+            transport.attach(me, &s.descriptor, None)?
         };
         inner.tables.update(|t| {
             if t.local(seg.0 as usize).is_some() {

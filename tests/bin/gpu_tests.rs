@@ -88,7 +88,8 @@ fn run_all() -> i32 {
                 match out.status.code() {
                     Some(0) => {
                         passed += 1;
-                        let detail: Vec<&str> = stdout.lines().filter(|l| l.starts_with("OK")).collect();
+                        let detail: Vec<&str> =
+                            stdout.lines().filter(|l| l.starts_with("OK")).collect();
                         let detail = detail.join(" | ");
                         println!("GPU_TEST {case} PASS ({secs:.1} s) {detail}");
                     }
@@ -103,7 +104,15 @@ fn run_all() -> i32 {
                     code => {
                         failed += 1;
                         println!("GPU_TEST {case} FAIL (exit {code:?}, {secs:.1} s)");
-                        for line in stdout.lines().chain(stderr.lines()).rev().take(15).collect::<Vec<_>>().into_iter().rev() {
+                        for line in stdout
+                            .lines()
+                            .chain(stderr.lines())
+                            .rev()
+                            .take(15)
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                            .rev()
+                        {
                             println!("    {line}");
                         }
                     }
@@ -133,7 +142,13 @@ fn run_case(name: &str) -> Res {
         "no-driver" => no_driver(),
         "host-gpu" => {
             let n = gpus()?;
-            directions(|rank| if rank == 0 { Memory::Host } else { Memory::Gpu((rank - 1) % n) })
+            directions(|rank| {
+                if rank == 0 {
+                    Memory::Host
+                } else {
+                    Memory::Gpu((rank - 1) % n)
+                }
+            })
         }
         "gpu-gpu" => {
             let n = gpus()?;
@@ -222,7 +237,17 @@ fn directions(kind: impl Fn(u32) -> Memory) -> Res {
                 let data = random_bytes(seed, size as usize);
                 seg.write(off as usize, &data)?;
                 if round % 2 == 1 {
-                    g.write_notify(SEG, off, peer, SEG, MAX + off, size, NotifyId(round), round, Q)?;
+                    g.write_notify(
+                        SEG,
+                        off,
+                        peer,
+                        SEG,
+                        MAX + off,
+                        size,
+                        NotifyId(round),
+                        round,
+                        Q,
+                    )?;
                 } else {
                     g.write(SEG, off, peer, SEG, MAX + off, size, Q)?;
                     g.notify(peer, SEG, NotifyId(round), round, Q)?;
@@ -262,7 +287,10 @@ fn directions(kind: impl Fn(u32) -> Memory) -> Res {
     }
     g.barrier(Group::ALL, WAIT)?;
     g.term()?;
-    println!("OK rank {me} ({:?}) checked {checked} bytes written and read", kind(me));
+    println!(
+        "OK rank {me} ({:?}) checked {checked} bytes written and read",
+        kind(me)
+    );
     Ok(())
 }
 
@@ -294,7 +322,9 @@ impl Kernels {
         self.stream.synchronize()?;
         match self.status() {
             [0, ..] => Ok(()),
-            [code, a, b, c] => Err(format!("{what}: kernel reported failure {code} ({a}, {b}, {c})").into()),
+            [code, a, b, c] => {
+                Err(format!("{what}: kernel reported failure {code} ({a}, {b}, {c})").into())
+            }
         }
     }
 }

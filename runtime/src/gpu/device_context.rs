@@ -192,7 +192,10 @@ impl Inner {
                         }
                         Ok(None) => shape,
                         Err(e) => {
-                            tracing::debug!("{} of rank {rank} via the ring: {e}", SegId(seg as u8));
+                            tracing::debug!(
+                                "{} of rank {rank} via the ring: {e}",
+                                SegId(seg as u8)
+                            );
                             shape
                         }
                     }
@@ -311,15 +314,22 @@ impl Inner {
                 let local_seg = ring_seg(req.local_segment)?;
                 self.check_size(req.size)?;
                 self.check_seg_id(local_seg)?;
-                let local = tables.local[local_seg.0 as usize].as_deref().ok_or(
-                    Error::UnknownSegment {
-                        rank: self.rank,
-                        seg: local_seg,
-                    },
-                )?;
+                let local =
+                    tables.local[local_seg.0 as usize]
+                        .as_deref()
+                        .ok_or(Error::UnknownSegment {
+                            rank: self.rank,
+                            seg: local_seg,
+                        })?;
                 local.check(Side::Local, self.rank, req.local_offset, req.size)?;
                 let r = lookup_remote(&tables, rank, remote_seg, req.remote_offset, req.size, max)?;
-                check_notification(r, rank, remote_seg, NotifyId(req.notification_id), req.value)?;
+                check_notification(
+                    r,
+                    rank,
+                    remote_seg,
+                    NotifyId(req.notification_id),
+                    req.value,
+                )?;
                 self.gpu_put(
                     qs,
                     local,
@@ -332,7 +342,13 @@ impl Inner {
             }
             RequestOp::Notify => {
                 let r = lookup_remote(&tables, rank, remote_seg, 0, 0, max)?;
-                check_notification(r, rank, remote_seg, NotifyId(req.notification_id), req.value)?;
+                check_notification(
+                    r,
+                    rank,
+                    remote_seg,
+                    NotifyId(req.notification_id),
+                    req.value,
+                )?;
                 self.gpu_notify(qs, r, req.notification_id, req.value)
             }
             RequestOp::Unknown(code) => Err(Error::Protocol(format!(

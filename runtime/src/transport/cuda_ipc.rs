@@ -1,9 +1,9 @@
 //! Same-host GPU segments: the peer's GPU memory opened with CUDA IPC.
 //!
 //! The data of a peer's GPU segment is mapped into this process with
-//! `cuIpcOpenMemHandle` (in the context of the owner's device, with lazy
-//! peer access, so kernels of another GPU reach it over NVLink or PCIe
-//! peer-to-peer once peer access is enabled). Its notification words are
+//! `cuIpcOpenMemHandle`, in the context of this rank's own GPU when it has
+//! one (lazy peer access: its kernels reach the memory over NVLink or PCIe
+//! peer-to-peer), else of the owner's device. Its notification words are
 //! host memory (a memfd), mapped and set like a host segment's.
 //!
 //! The CPU cannot store into GPU memory, so `put` and `get` here are copies
@@ -35,6 +35,9 @@ struct CudaIpcSegment {
     notifications_offset: usize,
     /// Dropped (unregistered) before `mapping`.
     registration: OnceLock<std::result::Result<HostRegistration, GpuError>>,
+    /// Whether peer access from the home device to `device` is on (tried
+    /// once; without it the driver stages copies through the host).
+    peer_access: OnceLock<bool>,
     mapping: PeerMapping,
 }
 
@@ -46,7 +49,14 @@ unsafe impl Send for CudaIpcSegment {}
 unsafe impl Sync for CudaIpcSegment {}
 
 /// Opens a peer's GPU segment.
-pub(crate) fn attach(desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>> {
+///
+/// The handle is opened in the context of `home` (this rank's GPU) when
+/// there is one, with lazy peer access: kernels of that GPU can then store
+/// into it over NVLink or PCIe. Otherwise in the owner's device's context.
+pub(crate) fn attach(
+    desc: &SegmentDescriptor,
+    home: Option<u32>,
+) -> Result<Box<dyn RemoteSegment>> {
     let MemoryDescriptor::GpuIpc {
         device,
         handle,
@@ -54,13 +64,21 @@ pub(crate) fn attach(desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>>
         ..
     } = &desc.data
     else {
-        return Err(Error::Protocol("cuda_ipc::attach of a non-GPU segment".into()));
+        return Err(Error::Protocol(
+            "cuda_ipc::attach of a non-GPU segment".into(),
+        ));
     };
     let handle: [u8; 64] = handle
         .as_slice()
         .try_into()
         .map_err(|_| Error::Protocol(format!("a CUDA IPC handle of {} bytes", handle.len())))?;
-    let data = GpuIpcMapping::open(*device, &handle, *offset + desc.data_offset, desc.size as usize)?;
+    let open_in = home.unwrap_or(*device);
+    let data = GpuIpcMapping::open(
+        open_in,
+        &handle,
+        *offset + desc.data_offset,
+        desc.size as usize,
+    )?;
     let stream = GpuStream::new(*device)?;
     let mapping = PeerMapping::open(&desc.notifications)?;
     let notifications_offset = desc.notifications_offset as usize;
@@ -88,6 +106,7 @@ pub(crate) fn attach(desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>>
         notifications,
         notifications_offset,
         registration: OnceLock::new(),
+        peer_access: OnceLock::new(),
         mapping,
     }))
 }
@@ -114,12 +133,26 @@ impl RemoteSegment for CudaIpcSegment {
     fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
         // SAFETY: the caller checked offset + len <= size and that `src` is
         // valid for `len` bytes.
-        unsafe { copy_now(&self.stream, self.data.device_ptr() + offset, src as DevicePtr, len) }
+        unsafe {
+            copy_now(
+                &self.stream,
+                self.data.device_ptr() + offset,
+                src as DevicePtr,
+                len,
+            )
+        }
     }
 
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
         // SAFETY: as in put, with the roles swapped.
-        unsafe { copy_now(&self.stream, dst as DevicePtr, self.data.device_ptr() + offset, len) }
+        unsafe {
+            copy_now(
+                &self.stream,
+                dst as DevicePtr,
+                self.data.device_ptr() + offset,
+                len,
+            )
+        }
     }
 
     fn notify(&self, id: u32, value: u32) -> Result<()> {
@@ -145,6 +178,19 @@ impl RemoteSegment for CudaIpcSegment {
         });
         let reg = reg.as_ref().map_err(|e| Error::Gpu(e.clone()))?;
         self.notifications.mark_silent_writer();
+        if home != self.device {
+            self.peer_access.get_or_init(|| {
+                let on = gpu::GpuContext::new(home)
+                    .and_then(|h| gpu::enable_peer_access(&h, &gpu::GpuContext::new(self.device)?));
+                if let Err(e) = &on {
+                    tracing::info!(
+                        "copies from GPU {home} to GPU {} are staged: {e}",
+                        self.device
+                    );
+                }
+                on.is_ok()
+            });
+        }
         Ok(GpuView {
             data: Some(self.data.device_ptr()),
             device: Some(self.device),

@@ -39,8 +39,15 @@ pub(crate) struct GpuView {
 pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Short name for logs and benchmark records.
     fn name(&self) -> &'static str;
-    /// Makes the segment a peer registered reachable from here.
-    fn attach(&self, owner: Rank, desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>>;
+    /// Makes the segment a peer registered reachable from here. `home` is
+    /// this rank's GPU, if it has one yet: a peer's GPU memory is opened in
+    /// its context, so this rank's kernels can store into it.
+    fn attach(
+        &self,
+        owner: Rank,
+        desc: &SegmentDescriptor,
+        home: Option<u32>,
+    ) -> Result<Box<dyn RemoteSegment>>;
 }
 
 /// A peer's segment, reachable through some transport.

@@ -53,7 +53,12 @@ impl Transport for SharedMemoryTransport {
         "shm"
     }
 
-    fn attach(&self, _owner: Rank, desc: &SegmentDescriptor) -> Result<Box<dyn RemoteSegment>> {
+    fn attach(
+        &self,
+        _owner: Rank,
+        desc: &SegmentDescriptor,
+        home: Option<u32>,
+    ) -> Result<Box<dyn RemoteSegment>> {
         let mut mappings = Vec::new();
         let data = match &desc.data {
             d @ MemoryDescriptor::SharedFd { .. } => {
@@ -66,7 +71,7 @@ impl Transport for SharedMemoryTransport {
                 Data::Mapped { ptr }
             }
             d @ MemoryDescriptor::Process { .. } => Data::Process(ProcessMemory::open(d)?),
-            MemoryDescriptor::GpuIpc { .. } => return super::cuda_ipc::attach(desc),
+            MemoryDescriptor::GpuIpc { .. } => return super::cuda_ipc::attach(desc, home),
         };
         let index = if desc.notifications == desc.data && !mappings.is_empty() {
             0
@@ -184,9 +189,9 @@ impl RemoteSegment for SharedMemorySegment {
         self.notifications.mark_silent_writer();
         let (index, offset) = self.notifications_at;
         let data = match &self.data {
-            Data::Mapped { ptr } => {
-                Some(regs[0].device_ptr() + (*ptr as usize - self.mappings[0].as_ptr() as usize) as u64)
-            }
+            Data::Mapped { ptr } => Some(
+                regs[0].device_ptr() + (*ptr as usize - self.mappings[0].as_ptr() as usize) as u64,
+            ),
             Data::Process(_) => None,
         };
         Ok(GpuView {

@@ -57,9 +57,8 @@ pub use context::{enable_peer_access, GpuContext};
 pub use ipc::GpuIpcMapping;
 pub use memory::{GpuMemory, HostRegistration, PinnedHostMemory};
 pub use stream::{
-    copy_device_to_device, copy_device_to_host, copy_host_to_device, copy_unified, stream_write_u32,
-    synchronize,
-    GpuStream,
+    copy_device_to_device, copy_device_to_host, copy_host_to_device, copy_unified,
+    stream_write_u32, synchronize, GpuStream,
 };
 
 use cudarc::driver::{result, sys, DriverError};
