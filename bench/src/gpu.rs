@@ -255,12 +255,19 @@ pub fn gpu_pingpong(
     let max = sizes.iter().copied().max().unwrap_or(8);
     let (device, send_off) = gpu_pair(g, n, max)?;
     let rounds: u32 = if quick { 500 } else { 5_000 };
-    let dctx = g.device_context(device)?;
-    let cuda = dctx.gpu_context().cuda().clone();
-    let module = gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
-    let kernel = gaspi::kernels::function(&module, "gaspi_gpu_pingpong")?;
-    let stream = cuda.new_stream()?;
-    let times = PinnedHostMemory::alloc(device, rounds as usize * 8)?;
+    // The kernel side, only when asked for (see BENCHMARKS.md).
+    let kernel_side = if device_driven {
+        let dctx = g.device_context(device)?;
+        let cuda = dctx.gpu_context().cuda().clone();
+        let module =
+            gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
+        let kernel = gaspi::kernels::function(&module, "gaspi_gpu_pingpong")?;
+        let stream = cuda.new_stream()?;
+        let times = PinnedHostMemory::alloc(device, rounds as usize * 8)?;
+        Some((dctx, kernel, stream, times))
+    } else {
+        None
+    };
     let mut out = Vec::new();
     let note_pair = format!("ranks on GPUs 0 and {}", 1 % n);
     for &size in sizes {
@@ -292,54 +299,44 @@ pub fn gpu_pingpong(
         }
         g.wait(Queue(0), Timeout::Block)?;
         g.barrier(Group::ALL, Timeout::Block)?;
-        if !device_driven {
-            if me == 0 {
-                let mut r = Record::new("gpu-pingpong", 2).with_samples(&host);
-                r.transport = Some("cuda-ipc host-driven".into());
-                r.size = Some(size);
-                r.iters = Some(host.len() as u64);
-                r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());
-                r.note = Some(format!("half round trip; {note_pair}"));
-                out.push(r);
-            }
-            continue;
-        }
-        // Device-driven.
-        let (arg, seg, p, initiator) =
-            (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
-        let times_ptr = times.device_ptr();
-        // SAFETY: gaspi_gpu_pingpong(gaspi_device_ctx, unsigned, unsigned,
-        // u64, u64, unsigned, unsigned, u64*): the times buffer holds
-        // `rounds` u64 and outlives the kernel (synchronised below).
-        unsafe {
-            stream
-                .launch_builder(&kernel)
-                .arg(&arg)
-                .arg(&seg)
-                .arg(&p)
-                .arg(&size)
-                .arg(&send_off)
-                .arg(&rounds)
-                .arg(&initiator)
-                .arg(&times_ptr)
-                .launch(one_warp())?
-        };
-        stream.synchronize()?;
-        g.barrier(Group::ALL, Timeout::Block)?;
-        if me == 0 {
+        let mut results = vec![("host-driven", host)];
+        if let Some((dctx, kernel, stream, times)) = &kernel_side {
+            let (arg, seg, p, initiator) =
+                (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
+            let times_ptr = times.device_ptr();
+            // SAFETY: gaspi_gpu_pingpong(gaspi_device_ctx, unsigned, unsigned,
+            // u64, u64, unsigned, unsigned, u64*): the times buffer holds
+            // `rounds` u64 and outlives the kernel (synchronised below).
+            unsafe {
+                stream
+                    .launch_builder(kernel)
+                    .arg(&arg)
+                    .arg(&seg)
+                    .arg(&p)
+                    .arg(&size)
+                    .arg(&send_off)
+                    .arg(&rounds)
+                    .arg(&initiator)
+                    .arg(&times_ptr)
+                    .launch(one_warp())?
+            };
+            stream.synchronize()?;
+            g.barrier(Group::ALL, Timeout::Block)?;
             let words = times.as_atomic_u64s();
             let device = Samples(
                 (10..rounds as usize)
                     .map(|i| words[i].load(Ordering::Acquire) as f64 / 1e3 / 2.0)
                     .collect(),
             );
-            let ref_us = reference.median();
-            for (what, s) in [("host-driven", &host), ("device-driven", &device)] {
+            results.push(("device-driven", device));
+        }
+        if me == 0 {
+            for (what, s) in &results {
                 let mut r = Record::new("gpu-pingpong", 2).with_samples(s);
                 r.transport = Some(format!("cuda-ipc {what}"));
                 r.size = Some(size);
                 r.iters = Some(s.len() as u64);
-                r = r.with_ref_us("cuMemcpyPeer + sync", ref_us);
+                r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());
                 r.note = Some(format!("half round trip; {note_pair}"));
                 out.push(r);
             }

@@ -208,30 +208,20 @@ impl Gaspi {
             for e in elems {
                 let r = resolve(inner, &tables, e, rank)?;
                 let (size, gpu) = (r.size as u64, &q.gpu);
-                if r.segment.is_gpu() || r.remote.is_gpu() || gpu.pending() {
-                    let (seg, off) = (r.segment, r.local_offset);
-                    match dir {
-                        Dir::Write => {
-                            inner.gpu_put(gpu, seg, off, r.remote, r.remote_offset, size, None)?
-                        }
-                        Dir::Read => {
-                            inner.gpu_get(gpu, seg, off, r.remote, r.remote_offset, size)?
-                        }
+                let (seg, off) = (r.segment, r.local_offset);
+                match dir {
+                    Dir::Write => {
+                        inner.put_routed(q, seg, off, r.remote, r.remote_offset, size, None)?
                     }
-                } else {
-                    match dir {
-                        Dir::Write => r.remote.put(r.remote_offset, r.local, r.size)?,
-                        Dir::Read => r.remote.get(r.remote_offset, r.local, r.size)?,
+                    Dir::Read if seg.is_gpu() || r.remote.is_gpu() || gpu.pending() => {
+                        inner.gpu_get(gpu, seg, off, r.remote, r.remote_offset, size)?
                     }
+                    Dir::Read => r.remote.get(r.remote_offset, r.local, r.size)?,
                 }
                 bytes += size;
             }
             if let Some((r, id, value)) = notify_target {
-                if q.gpu.pending() {
-                    inner.gpu_notify(&q.gpu, r, id, value)?;
-                } else {
-                    r.notify(id, value)?;
-                }
+                inner.notify_routed(q, r, id, value)?;
             }
             Ok::<u64, Error>(bytes)
         })();

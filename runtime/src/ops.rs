@@ -94,6 +94,52 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Moves checked data (then sets a notification) on the path its ends
+    /// and the queue call for: the GPU path when either end is GPU memory
+    /// or the queue has GPU work in flight (which a CPU copy or store must
+    /// not overtake), else a copy through the transport.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put_routed(
+        &self,
+        q: &crate::queue::QueueState,
+        local: &LocalSegment,
+        local_offset: u64,
+        r: &dyn RemoteSegment,
+        remote_offset: u64,
+        size: u64,
+        notify: Option<(u32, u32)>,
+    ) -> Result<()> {
+        if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
+            return self.gpu_put(&q.gpu, local, local_offset, r, remote_offset, size, notify);
+        }
+        // SAFETY: local_offset + size was checked against the local
+        // segment, which the caller's table snapshot keeps alive.
+        let src = unsafe { local.data().add(local_offset as usize) };
+        r.put(remote_offset, src, size as usize)?;
+        match notify {
+            Some((id, value)) => r.notify(id, value),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets a checked notification, in stream order when the queue has GPU
+    /// work in flight, else with a store through the transport.
+    pub(crate) fn notify_routed(
+        &self,
+        q: &crate::queue::QueueState,
+        r: &dyn RemoteSegment,
+        id: u32,
+        value: u32,
+    ) -> Result<()> {
+        if q.gpu.pending() {
+            self.gpu_notify(&q.gpu, r, id, value)
+        } else {
+            r.notify(id, value)
+        }
+    }
+}
+
 /// Looks up a remote segment in a table snapshot and checks a byte range.
 pub(crate) fn lookup_remote(
     tables: &Tables,
@@ -480,19 +526,8 @@ impl Gaspi {
             }
             let entries = 1 + notify.is_some() as u32;
             q.reserve(queue, entries, inner.config.queue_size_max)?;
-            let sent = if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
-                let notify = notify.map(|(id, value)| (id.0, value));
-                inner.gpu_put(&q.gpu, local, local_offset, r, remote_offset, size, notify)
-            } else {
-                // SAFETY: local_offset + size was checked against the local
-                // segment, which the table snapshot keeps alive.
-                let src = unsafe { local.data().add(local_offset as usize) };
-                r.put(remote_offset, src, size as usize)
-                    .and_then(|_| match notify {
-                        Some((id, value)) => r.notify(id.0, value),
-                        None => Ok(()),
-                    })
-            };
+            let notify = notify.map(|(id, value)| (id.0, value));
+            let sent = inner.put_routed(q, local, local_offset, r, remote_offset, size, notify);
             if let Err(e) = sent {
                 q.unreserve(entries);
                 return Err(e);
@@ -566,11 +601,7 @@ impl Gaspi {
         let r = lookup_remote(&tables, rank, remote_seg, 0, 0, inner.config.segment_max)?;
         check_notification(r, rank, remote_seg, notification, value)?;
         q.reserve(queue, 1, inner.config.queue_size_max)?;
-        let sent = if q.gpu.pending() {
-            inner.gpu_notify(&q.gpu, r, notification.0, value)
-        } else {
-            r.notify(notification.0, value)
-        };
+        let sent = inner.notify_routed(q, r, notification.0, value);
         if let Err(e) = sent {
             q.unreserve(1);
             return Err(e);

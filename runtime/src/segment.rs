@@ -162,16 +162,7 @@ impl LocalSegment {
         let memory = GpuMemory::alloc(device, size)?;
         let stream = GpuStream::new(device)?;
         let handle = memory.ipc_handle()?;
-        let shm = SharedMemory::create(
-            &format!("seg{}-notify", id.0),
-            NotificationArea::bytes_for(notification_count),
-        )?;
-        // SAFETY: the memfd holds exactly bytes_for(count) bytes and is kept
-        // in `_storage` for as long as the area exists.
-        let mut notifications = unsafe {
-            NotificationArea::from_raw(shm.as_ptr(), notification_count, WakeMode::Futex)
-        };
-        notifications.set_spin(spin);
+        let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
         // Kernels of this rank and of peers may store into these words.
         notifications.mark_silent_writer();
         let data = MemoryDescriptor::GpuIpc {
@@ -225,16 +216,7 @@ impl LocalSegment {
         if size == 0 {
             return Err(Error::ZeroSize { what: "a segment" });
         }
-        let shm = SharedMemory::create(
-            &format!("seg{}-notify", id.0),
-            NotificationArea::bytes_for(notification_count),
-        )?;
-        // SAFETY: the memfd holds exactly bytes_for(count) bytes and is kept
-        // in `_storage` for as long as the area exists.
-        let mut notifications = unsafe {
-            NotificationArea::from_raw(shm.as_ptr(), notification_count, WakeMode::Futex)
-        };
-        notifications.set_spin(spin);
+        let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
         Ok(LocalSegment {
             id,
             size,
@@ -326,17 +308,17 @@ impl LocalSegment {
             }
             Some(g) => {
                 // SAFETY: the destination range lies in the allocation
-                // (checked by the caller) and `bytes` outlives the copy:
-                // we synchronise before returning.
+                // (checked by the caller) and `bytes` outlives the copy,
+                // which is complete when the call returns.
                 unsafe {
-                    gpu::copy_unified(
+                    gpu::copy_unified_blocking(
                         &g.stream,
                         g.memory.device_ptr() + offset,
                         bytes.as_ptr() as DevicePtr,
                         bytes.len(),
                     )?
                 };
-                Ok(gpu::synchronize(&g.stream)?)
+                Ok(())
             }
         }
     }
@@ -358,14 +340,14 @@ impl LocalSegment {
             Some(g) => {
                 // SAFETY: as in copy_in, with the roles swapped.
                 unsafe {
-                    gpu::copy_unified(
+                    gpu::copy_unified_blocking(
                         &g.stream,
                         out.as_mut_ptr() as DevicePtr,
                         g.memory.device_ptr() + offset,
                         out.len(),
                     )?
                 };
-                Ok(gpu::synchronize(&g.stream)?)
+                Ok(())
             }
         }
     }
@@ -388,6 +370,27 @@ impl LocalSegment {
     pub fn check(&self, side: Side, rank: Rank, offset: u64, len: u64) -> Result<()> {
         check_bounds(side, rank, self.id, offset, len, self.size as u64)
     }
+}
+
+/// A memfd of its own holding a notification area of `count` words (for
+/// segments whose data is not in a memfd: bound memory, GPU memory). The
+/// area points into the memfd: keep both together (`Storage`).
+fn notification_memfd(
+    id: SegId,
+    count: u32,
+    spin: std::time::Duration,
+) -> Result<(SharedMemory, NotificationArea)> {
+    let shm = SharedMemory::create(
+        &format!("seg{}-notify", id.0),
+        NotificationArea::bytes_for(count),
+    )?;
+    // SAFETY: the memfd holds exactly bytes_for(count) bytes; the caller
+    // keeps it (in `_storage`) for as long as the area exists, and moving
+    // the SharedMemory value does not move its mapping.
+    let mut notifications =
+        unsafe { NotificationArea::from_raw(shm.as_ptr(), count, WakeMode::Futex) };
+    notifications.set_spin(spin);
+    Ok((shm, notifications))
 }
 
 /// Checks `offset..offset+len` against a segment of `seg_size` bytes.

@@ -111,16 +111,6 @@ pub(crate) fn attach(
     }))
 }
 
-/// Copies with `stream` and waits for the copy.
-///
-/// # Safety
-/// Both ranges valid for `len` bytes for the duration of the call.
-unsafe fn copy_now(stream: &GpuStream, dst: DevicePtr, src: DevicePtr, len: usize) -> Result<()> {
-    // SAFETY: forwarded; we synchronise before returning.
-    unsafe { gpu::copy_unified(stream, dst, src, len)? };
-    Ok(gpu::synchronize(stream)?)
-}
-
 impl RemoteSegment for CudaIpcSegment {
     fn size(&self) -> u64 {
         self.size
@@ -131,28 +121,18 @@ impl RemoteSegment for CudaIpcSegment {
     }
 
     fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+        let dst = self.data.device_ptr() + offset;
         // SAFETY: the caller checked offset + len <= size and that `src` is
-        // valid for `len` bytes.
-        unsafe {
-            copy_now(
-                &self.stream,
-                self.data.device_ptr() + offset,
-                src as DevicePtr,
-                len,
-            )
-        }
+        // valid for `len` bytes; the copy is complete when the call returns.
+        unsafe { gpu::copy_unified_blocking(&self.stream, dst, src as DevicePtr, len)? };
+        Ok(())
     }
 
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
+        let src = self.data.device_ptr() + offset;
         // SAFETY: as in put, with the roles swapped.
-        unsafe {
-            copy_now(
-                &self.stream,
-                dst as DevicePtr,
-                self.data.device_ptr() + offset,
-                len,
-            )
-        }
+        unsafe { gpu::copy_unified_blocking(&self.stream, dst as DevicePtr, src, len)? };
+        Ok(())
     }
 
     fn notify(&self, id: u32, value: u32) -> Result<()> {

@@ -58,7 +58,7 @@ pub use ipc::GpuIpcMapping;
 pub use memory::{GpuMemory, HostRegistration, PinnedHostMemory};
 pub use stream::{
     copy_device_to_device, copy_device_to_host, copy_host_to_device, copy_unified,
-    stream_write_u32, synchronize, GpuStream,
+    copy_unified_blocking, stream_write_u32, synchronize, GpuStream,
 };
 
 use cudarc::driver::{result, sys, DriverError};

@@ -154,6 +154,24 @@ pub unsafe fn copy_unified(
         .map_err(GpuError::cuda("cuMemcpyAsync"))
 }
 
+/// [`copy_unified`], then waits until the stream has run it (and everything
+/// enqueued before it): the copy is complete when this returns.
+///
+/// # Safety
+/// Both ranges must be valid for `len` bytes for the duration of the call,
+/// and nothing else may write `dst..dst+len` meanwhile.
+pub unsafe fn copy_unified_blocking(
+    stream: &GpuStream,
+    dst: DevicePtr,
+    src: DevicePtr,
+    len: usize,
+) -> Result<(), GpuError> {
+    // SAFETY: forwarded from this function's contract; the synchronize
+    // below ends the copy before the ranges may go away.
+    unsafe { copy_unified(stream, dst, src, len)? };
+    synchronize(stream)
+}
+
 /// Enqueues a 4-byte write of `value` to `dst` that happens after all work
 /// enqueued on the stream before it, with a memory fence in between: the
 /// notification store of a stream-ordered `write_notify`.
