@@ -7,7 +7,7 @@ use std::time::Duration;
 /// Sleeps while `word` still holds `expected`, at most `timeout`.
 ///
 /// Spurious returns are fine: every caller re-checks its condition.
-pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -28,7 +28,7 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
 }
 
 /// Wakes every thread (of any process) sleeping on `word`.
-pub(crate) fn wake_all(word: &AtomicU32) {
+pub fn wake_all(word: &AtomicU32) {
     // SAFETY: `word` is a valid aligned u32; FUTEX_WAKE does not access the
     // memory beyond using its address as the key.
     unsafe {

@@ -32,7 +32,7 @@
 //! interval instead of 10 ms, so CPU writers still wake it at once and GPU
 //! writers are seen within the cap; see [`WakeMode`].
 
-mod futex;
+pub mod futex;
 pub mod gdrcopy;
 
 use std::sync::atomic::{AtomicU32, Ordering};

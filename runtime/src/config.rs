@@ -59,6 +59,11 @@ pub struct Config {
     /// copy reads or writes it, so copies run at full DMA speed and are
     /// truly asynchronous (`GASPI_PIN_HOST_SEGMENTS=0` to turn off).
     pub pin_host_segments: bool,
+    /// Let the owner of a same-host GPU segment run the copies a CPU rank
+    /// posts into it (`gpu/owner_copy.rs`), instead of the writer's own
+    /// CUDA stream, which would time-slice the GPU with the owner's kernels
+    /// (`GASPI_GPU_OWNER_COPIES=0` to turn off).
+    pub gpu_owner_copies: bool,
 }
 
 impl Default for Config {
@@ -78,6 +83,7 @@ impl Default for Config {
             standalone_ranks: 1,
             gpu_device: None,
             pin_host_segments: true,
+            gpu_owner_copies: true,
         }
     }
 }
@@ -127,6 +133,9 @@ impl Config {
         if let Some(v) = env_u64("GASPI_PIN_HOST_SEGMENTS")? {
             c.pin_host_segments = v != 0;
         }
+        if let Some(v) = env_u64("GASPI_GPU_OWNER_COPIES")? {
+            c.gpu_owner_copies = v != 0;
+        }
         Ok(c)
     }
 
@@ -168,6 +177,11 @@ impl Config {
     /// Sets whether host segments are page-locked on their first GPU copy.
     pub fn pin_host_segments(mut self, pin: bool) -> Self {
         self.pin_host_segments = pin;
+        self
+    }
+    /// Sets whether owners of GPU segments run the copies CPU ranks post.
+    pub fn gpu_owner_copies(mut self, on: bool) -> Self {
+        self.gpu_owner_copies = on;
         self
     }
     /// Sets how long waiters spin before they sleep.

@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     pub passive: crate::passive::Inbox,
     /// The device whose streams carry GPU copies (see `gpu/`).
     pub gpu_home: std::sync::OnceLock<u32>,
+    /// This rank's inbox and its lanes into peers' (see `gpu/owner_copy.rs`).
+    pub owner_copies: crate::gpu::owner_copy::OwnerCopies,
 }
 
 const HEALTHY: u8 = 0;
@@ -431,7 +433,7 @@ impl Gaspi {
             size,
             tables: SegmentTables::new(size),
             queues: (0..config.queue_max)
-                .map(|q| QueueState::new(size, q < config.queue_num))
+                .map(|q| QueueState::new(q, size, q < config.queue_num))
                 .collect(),
             groups: GroupTable::new(config.group_max, size),
             system,
@@ -440,6 +442,7 @@ impl Gaspi {
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
             gpu_home: std::sync::OnceLock::new(),
+            owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),
             peers,
             config,
         });
@@ -473,6 +476,7 @@ impl Gaspi {
     }
 
     fn shutdown(&self) {
+        self.inner.stop_owner_inbox();
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };

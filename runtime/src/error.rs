@@ -285,6 +285,14 @@ pub enum Error {
     /// ([`GpuError::NoDriver`](gaspi_segments::gpu::GpuError::NoDriver)).
     #[error(transparent)]
     Gpu(#[from] gaspi_segments::gpu::GpuError),
+    /// The owner of a GPU segment refused to run a copy posted into its inbox.
+    #[error("{rank} could not run a copy into its GPU segment: {reason}")]
+    OwnerCopyFailed {
+        /// the owner
+        rank: Rank,
+        /// why
+        reason: &'static str,
+    },
     /// A GPU segment's memory was asked for as a CPU slice.
     #[error("{seg} lives in the memory of GPU {device}: the CPU cannot view it as a slice (use Segment::read/write or a kernel)")]
     GpuSegmentNotHostAccessible {

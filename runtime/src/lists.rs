@@ -10,7 +10,7 @@
 
 use crate::context::Gaspi;
 use crate::error::{Error, Result, Side};
-use crate::ops::{check_notification, lookup_remote};
+use crate::ops::{check_notification, lookup_remote, RemoteEnd};
 use crate::segment::LocalSegment;
 use crate::stats::Op;
 use crate::tables::Tables;
@@ -62,10 +62,10 @@ enum Dir {
 
 /// One validated element: where the bytes are on both sides.
 struct Resolved<'t> {
-    local: *mut u8,
     segment: &'t LocalSegment,
     local_offset: u64,
     remote: &'t dyn RemoteSegment,
+    remote_seg: SegId,
     remote_offset: u64,
     size: usize,
 }
@@ -187,7 +187,7 @@ impl Gaspi {
         }
         // The notification's target: a peer's segment for writes, one of
         // ours for reads (the data lands here).
-        let notify_target: Option<(&dyn RemoteSegment, u32, u32)> = match notify {
+        let notify_target: Option<(RemoteEnd, u32, u32)> = match notify {
             None => None,
             Some((seg, id, value)) => {
                 let (target, owner) = match dir {
@@ -197,7 +197,13 @@ impl Gaspi {
                 inner.check_seg_id(seg)?;
                 let r = lookup_remote(&tables, target, seg, 0, 0, inner.config.segment_max)?;
                 check_notification(r, owner, seg, id, value)?;
-                Some((r, id.0, value))
+                let to = RemoteEnd {
+                    rank: target,
+                    seg,
+                    segment: r,
+                    offset: 0,
+                };
+                Some((to, id.0, value))
             }
         };
         let entries = elems.len() as u32 + notify.is_some() as u32;
@@ -207,16 +213,17 @@ impl Gaspi {
             let mut bytes = 0u64;
             for e in elems {
                 let r = resolve(inner, &tables, e, rank)?;
-                let (size, gpu) = (r.size as u64, &q.gpu);
+                let size = r.size as u64;
                 let (seg, off) = (r.segment, r.local_offset);
+                let end = RemoteEnd {
+                    rank,
+                    seg: r.remote_seg,
+                    segment: r.remote,
+                    offset: r.remote_offset,
+                };
                 match dir {
-                    Dir::Write => {
-                        inner.put_routed(q, seg, off, r.remote, r.remote_offset, size, None)?
-                    }
-                    Dir::Read if seg.is_gpu() || r.remote.is_gpu() || gpu.pending() => {
-                        inner.gpu_get(gpu, seg, off, r.remote, r.remote_offset, size)?
-                    }
-                    Dir::Read => r.remote.get(r.remote_offset, r.local, r.size)?,
+                    Dir::Write => inner.put_routed(q, seg, off, end, size, None)?,
+                    Dir::Read => inner.get_routed(q, seg, off, end, size)?,
                 }
                 bytes += size;
             }
@@ -263,12 +270,10 @@ fn resolve<'t>(
     let max = inner.config.segment_max;
     let remote = lookup_remote(tables, rank, e.remote_seg, e.remote_offset, e.size, max)?;
     Ok(Resolved {
-        // SAFETY: local_offset + size was checked against the local segment,
-        // which the table snapshot keeps alive.
-        local: unsafe { local.data().add(e.local_offset as usize) },
         segment: local,
         local_offset: e.local_offset,
         remote,
+        remote_seg: e.remote_seg,
         remote_offset: e.remote_offset,
         size: e.size as usize,
     })

@@ -94,49 +94,126 @@ impl Inner {
     }
 }
 
+/// The checked remote end of a call: owner, segment id, the segment as the
+/// transport reaches it, and the offset into it.
+#[derive(Clone, Copy)]
+pub(crate) struct RemoteEnd<'a> {
+    pub rank: Rank,
+    pub seg: SegId,
+    pub segment: &'a dyn RemoteSegment,
+    pub offset: u64,
+}
+
 impl Inner {
     /// Moves checked data (then sets a notification) on the path its ends
-    /// and the queue call for: the GPU path when either end is GPU memory
-    /// or the queue has GPU work in flight (which a CPU copy or store must
-    /// not overtake), else a copy through the transport.
-    #[allow(clippy::too_many_arguments)]
+    /// and the queue call for:
+    /// - host memory into a same-host peer's GPU segment: the owner runs
+    ///   the copy (`gpu/owner_copy.rs`), unless the queue's own stream has
+    ///   work in flight that the owner's copy must not overtake;
+    /// - either end in GPU memory, or GPU work in flight on the queue
+    ///   (which a CPU copy or store must not overtake): the queue's stream;
+    /// - else a copy through the transport.
     pub(crate) fn put_routed(
         &self,
         q: &crate::queue::QueueState,
         local: &LocalSegment,
         local_offset: u64,
-        r: &dyn RemoteSegment,
-        remote_offset: u64,
+        to: RemoteEnd<'_>,
         size: u64,
         notify: Option<(u32, u32)>,
     ) -> Result<()> {
-        if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
-            return self.gpu_put(&q.gpu, local, local_offset, r, remote_offset, size, notify);
+        let r = to.segment;
+        if r.is_gpu() && !local.is_gpu() && !q.gpu.pending() {
+            if let Some(inbox) = r.owner_inbox() {
+                if self.owner_executes(local, to.rank, Some(inbox)) {
+                    return self.owner_put(
+                        &q.gpu,
+                        to.rank,
+                        inbox,
+                        local.id,
+                        local_offset,
+                        to.seg,
+                        to.offset,
+                        size,
+                        notify,
+                    );
+                }
+            }
         }
-        // SAFETY: local_offset + size was checked against the local
-        // segment, which the caller's table snapshot keeps alive.
-        let src = unsafe { local.data().add(local_offset as usize) };
-        r.put(remote_offset, src, size as usize)?;
-        match notify {
-            Some((id, value)) => r.notify(id, value),
+        // A notification must not overtake copies the owner still runs.
+        let (notify, after) = match notify {
+            Some(n) if q.gpu.owner_pending_to(to.rank) => (None, Some(n)),
+            n => (n, None),
+        };
+        if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
+            self.gpu_put(&q.gpu, local, local_offset, r, to.offset, size, notify)?;
+        } else {
+            // SAFETY: local_offset + size was checked against the local
+            // segment, which the caller's table snapshot keeps alive.
+            let src = unsafe { local.data().add(local_offset as usize) };
+            r.put(to.offset, src, size as usize)?;
+            if let Some((id, value)) = notify {
+                r.notify(id, value)?;
+            }
+        }
+        match after {
+            Some((id, value)) => self.owner_notify(&q.gpu, to.rank, to.seg, id, value),
             None => Ok(()),
         }
     }
 
-    /// Sets a checked notification, in stream order when the queue has GPU
-    /// work in flight, else with a store through the transport.
+    /// Sets a checked notification: through the owner's inbox when the
+    /// owner still runs copies of this queue, in stream order when the
+    /// queue has GPU work in flight, else with a store through the transport.
     pub(crate) fn notify_routed(
         &self,
         q: &crate::queue::QueueState,
-        r: &dyn RemoteSegment,
+        to: RemoteEnd<'_>,
         id: u32,
         value: u32,
     ) -> Result<()> {
-        if q.gpu.pending() {
-            self.gpu_notify(&q.gpu, r, id, value)
+        if q.gpu.owner_pending_to(to.rank) {
+            self.owner_notify(&q.gpu, to.rank, to.seg, id, value)
+        } else if q.gpu.pending() {
+            self.gpu_notify(&q.gpu, to.segment, id, value)
         } else {
-            r.notify(id, value)
+            to.segment.notify(id, value)
         }
+    }
+
+    /// Reads checked data on the path its ends and the queue call for (as
+    /// `put_routed`); the data is in place when it returns.
+    pub(crate) fn get_routed(
+        &self,
+        q: &crate::queue::QueueState,
+        local: &LocalSegment,
+        local_offset: u64,
+        from: RemoteEnd<'_>,
+        size: u64,
+    ) -> Result<()> {
+        let r = from.segment;
+        if r.is_gpu() && !local.is_gpu() && !q.gpu.pending() {
+            if let Some(inbox) = r.owner_inbox() {
+                if self.owner_executes(local, from.rank, Some(inbox)) {
+                    return self.owner_get(
+                        &q.gpu,
+                        from.rank,
+                        inbox,
+                        local.id,
+                        local_offset,
+                        from.seg,
+                        from.offset,
+                        size,
+                    );
+                }
+            }
+        }
+        if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
+            return self.gpu_get(&q.gpu, local, local_offset, r, from.offset, size);
+        }
+        // SAFETY: local_offset + size was checked against the local segment.
+        let dst = unsafe { local.data().add(local_offset as usize) };
+        r.get(from.offset, dst, size as usize)
     }
 }
 
@@ -205,7 +282,7 @@ impl Gaspi {
                 inner.config.effective_spin(),
             )?,
             Memory::Gpu(device) => {
-                let s = LocalSegment::alloc_gpu(
+                let mut s = LocalSegment::alloc_gpu(
                     seg,
                     size as usize,
                     device,
@@ -214,9 +291,14 @@ impl Gaspi {
                 )?;
                 // The first GPU segment's device carries this rank's copies
                 // unless the config names another.
-                inner
+                let home = *inner
                     .gpu_home
                     .get_or_init(|| inner.config.gpu_device.unwrap_or(device));
+                // CPU ranks' copies into it run in this process (see
+                // gpu/owner_copy.rs): the inbox rides in the descriptor.
+                if inner.config.gpu_owner_copies && inner.size > 1 {
+                    s.descriptor.inbox = Some(inner.owner_inbox(home)?);
+                }
                 tracing::info!(
                     "{seg} in the memory of GPU {device}; notifications host-mapped (pinned host memory polled by kernels)"
                 );
@@ -316,10 +398,15 @@ impl Gaspi {
             let seg = s.id.0;
             self.inner.request(
                 r,
-                move |token| Message::Register { token, seg, desc },
+                move |token| Message::Register {
+                    token,
+                    seg,
+                    desc: Box::new(desc),
+                },
                 deadline,
                 "segment_register",
             )?;
+            s.note_known_by(r);
         }
         Ok(())
     }
@@ -527,7 +614,13 @@ impl Gaspi {
             let entries = 1 + notify.is_some() as u32;
             q.reserve(queue, entries, inner.config.queue_size_max)?;
             let notify = notify.map(|(id, value)| (id.0, value));
-            let sent = inner.put_routed(q, local, local_offset, r, remote_offset, size, notify);
+            let to = RemoteEnd {
+                rank,
+                seg: remote_seg,
+                segment: r,
+                offset: remote_offset,
+            };
+            let sent = inner.put_routed(q, local, local_offset, to, size, notify);
             if let Err(e) = sent {
                 q.unreserve(entries);
                 return Err(e);
@@ -566,13 +659,13 @@ impl Gaspi {
             let max = inner.config.segment_max;
             let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
             q.reserve(queue, 1, inner.config.queue_size_max)?;
-            let got = if local.is_gpu() || r.is_gpu() {
-                inner.gpu_get(&q.gpu, local, local_offset, r, remote_offset, size)
-            } else {
-                // SAFETY: local_offset + size was checked against the local segment.
-                let dst = unsafe { local.data().add(local_offset as usize) };
-                r.get(remote_offset, dst, size as usize)
+            let from = RemoteEnd {
+                rank,
+                seg: remote_seg,
+                segment: r,
+                offset: remote_offset,
             };
+            let got = inner.get_routed(q, local, local_offset, from, size);
             if let Err(e) = got {
                 q.unreserve(1);
                 return Err(e);
@@ -601,7 +694,13 @@ impl Gaspi {
         let r = lookup_remote(&tables, rank, remote_seg, 0, 0, inner.config.segment_max)?;
         check_notification(r, rank, remote_seg, notification, value)?;
         q.reserve(queue, 1, inner.config.queue_size_max)?;
-        let sent = inner.notify_routed(q, r, notification.0, value);
+        let to = RemoteEnd {
+            rank,
+            seg: remote_seg,
+            segment: r,
+            offset: 0,
+        };
+        let sent = inner.notify_routed(q, to, notification.0, value);
         if let Err(e) = sent {
             q.unreserve(1);
             return Err(e);
@@ -613,11 +712,11 @@ impl Gaspi {
 
     /// Waits until every request posted on `queue` is complete locally; fails
     /// naming a rank that died while it had requests on the queue.
-    pub fn wait(&self, queue: Queue, _timeout: Timeout) -> Result<()> {
+    pub fn wait(&self, queue: Queue, timeout: Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
         self.inner.stats.call(Op::Wait, Counter::None, 0);
         // Copies on the queue's CUDA stream complete here.
-        self.inner.gpu_wait(&q.gpu)?;
+        self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
         // Shared-memory requests complete when posted; what is left is to
         // report targets that died meanwhile. A target that terminated in
         // order had received them: that is no error.

@@ -23,12 +23,12 @@ pub(crate) struct QueueState {
 }
 
 impl QueueState {
-    pub fn new(ranks: u32, created: bool) -> QueueState {
+    pub fn new(index: u32, ranks: u32, created: bool) -> QueueState {
         QueueState {
             created: AtomicBool::new(created),
             posted: AtomicU32::new(0),
             targets: (0..ranks.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-            gpu: Default::default(),
+            gpu: crate::gpu::QueueStream::new(index),
         }
     }
 
@@ -113,9 +113,9 @@ impl crate::Gaspi {
     /// Drops the bookkeeping of every request posted on `queue` since its
     /// last `wait`, without reporting their targets' health. On the
     /// shared-memory transport the requests themselves are complete already.
-    pub fn queue_purge(&self, queue: Queue, _timeout: crate::Timeout) -> Result<()> {
+    pub fn queue_purge(&self, queue: Queue, timeout: crate::Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
-        self.inner.gpu_wait(&q.gpu)?;
+        self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
         q.drain();
         Ok(())
     }
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_queue_refuses_at_its_depth_and_wait_frees_it() {
-        let q = QueueState::new(100, true);
+        let q = QueueState::new(0, 100, true);
         q.reserve(Queue(0), 2, 3).unwrap();
         q.touch(Rank(70));
         q.touch(Rank(1));

@@ -38,6 +38,10 @@ pub struct SegmentDescriptor {
     pub notifications_offset: u64,
     /// Number of notification words.
     pub notification_count: u32,
+    /// The owner's inbox for owner-executed copies (GPU segments only; see
+    /// `gpu/owner_copy.rs`); `None`: writers copy themselves.
+    #[serde(default)]
+    pub inbox: Option<MemoryDescriptor>,
 }
 
 const PAGE: usize = 4096;
@@ -90,6 +94,8 @@ pub(crate) struct LocalSegment {
     /// The memfd registered with CUDA, made on first use by a GPU path;
     /// dropped (unregistered) before `_storage` unmaps it.
     registration: OnceLock<std::result::Result<HostRegistration, gpu::GpuError>>,
+    /// Ranks this segment was registered with (they map it).
+    known_by: Mutex<Vec<Rank>>,
     _storage: Storage,
 }
 
@@ -140,9 +146,11 @@ impl LocalSegment {
                 notifications: desc,
                 notifications_offset: notif_at as u64,
                 notification_count,
+                inbox: None,
             },
             gpu: None,
             registration: OnceLock::new(),
+            known_by: Mutex::new(Vec::new()),
             _storage: Storage::Shared(shm),
         })
     }
@@ -185,6 +193,7 @@ impl LocalSegment {
                 notifications: shm.descriptor(),
                 notifications_offset: 0,
                 notification_count,
+                inbox: None,
             },
             gpu: Some(GpuData {
                 memory,
@@ -192,6 +201,7 @@ impl LocalSegment {
                 atomics: Mutex::new(()),
             }),
             registration: OnceLock::new(),
+            known_by: Mutex::new(Vec::new()),
             _storage: Storage::Gpu(shm),
         };
         // A kernel polls the words: register them now, not on first use.
@@ -229,9 +239,11 @@ impl LocalSegment {
                 notifications: shm.descriptor(),
                 notifications_offset: 0,
                 notification_count,
+                inbox: None,
             },
             gpu: None,
             registration: OnceLock::new(),
+            known_by: Mutex::new(Vec::new()),
             _storage: Storage::Bound(shm, owned),
         })
     }
@@ -245,6 +257,28 @@ impl LocalSegment {
     /// Whether the data lives in GPU memory.
     pub fn is_gpu(&self) -> bool {
         self.gpu.is_some()
+    }
+
+    /// Whether the data is in this segment's own memfd, which same-host
+    /// peers map (not user memory, not GPU memory).
+    pub fn is_shared_memory(&self) -> bool {
+        matches!(self._storage, Storage::Shared(_))
+    }
+
+    /// Records that `rank` has this segment registered (mapped).
+    pub fn note_known_by(&self, rank: Rank) {
+        let mut v = self.known_by.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.contains(&rank) {
+            v.push(rank);
+        }
+    }
+
+    /// Whether `rank` has this segment registered.
+    pub fn known_by(&self, rank: Rank) -> bool {
+        self.known_by
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&rank)
     }
 
     /// The device of a GPU segment.

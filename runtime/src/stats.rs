@@ -43,6 +43,7 @@ ops! {
     AtomicCompareSwap => "atomic_compare_swap",
     PassiveSend => "passive_send",
     PassiveReceive => "passive_receive",
+    OwnerCopy => "owner_copy",
 }
 
 const N_OPS: usize = OP_NAMES.len();

@@ -20,7 +20,7 @@ pub(crate) enum Message {
     Register {
         token: u64,
         seg: u8,
-        desc: SegmentDescriptor,
+        desc: Box<SegmentDescriptor>,
     },
     /// "Forget my segment `seg`" (deleted); reply to `token` once forgotten.
     Unregister { token: u64, seg: u8 },

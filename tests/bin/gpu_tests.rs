@@ -39,9 +39,10 @@ use std::time::{Duration, Instant};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const SKIP_CODE: i32 = 77;
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "no-driver",
     "host-gpu",
+    "host-gpu-writer-copies",
     "gpu-gpu",
     "kernel-echo",
     "ordering",
@@ -140,9 +141,10 @@ fn gpus() -> Res<u32> {
 fn run_case(name: &str) -> Res {
     match name {
         "no-driver" => no_driver(),
-        "host-gpu" => {
+        "host-gpu" | "host-gpu-writer-copies" => {
             let n = gpus()?;
-            directions(|rank| {
+            let owner_copies = name == "host-gpu";
+            directions(owner_copies, |rank| {
                 if rank == 0 {
                     Memory::Host
                 } else {
@@ -152,7 +154,7 @@ fn run_case(name: &str) -> Res {
         }
         "gpu-gpu" => {
             let n = gpus()?;
-            directions(|rank| Memory::Gpu(rank % n))
+            directions(true, |rank| Memory::Gpu(rank % n))
         }
         "kernel-echo" => {
             gpus()?;
@@ -219,8 +221,14 @@ fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// Both ranks send random data to each other with every call, checked.
-fn directions(kind: impl Fn(u32) -> Memory) -> Res {
-    let g = start(2)?;
+/// Random data in every direction between two ranks whose segments are of
+/// `kind`; `owner_copies`: whether owners run the copies CPU ranks post
+/// into their GPU segments (checked in the statistics).
+fn directions(owner_copies: bool, kind: impl Fn(u32) -> Memory) -> Res {
+    let config = Config::from_env()?
+        .standalone_ranks(2)
+        .gpu_owner_copies(owner_copies);
+    let g = Gaspi::init(config)?;
     let me = g.rank().0;
     let peer = Rank(1 - me);
     const MAX: u64 = (4 << 20) + 64;
@@ -286,9 +294,20 @@ fn directions(kind: impl Fn(u32) -> Memory) -> Res {
         }
     }
     g.barrier(Group::ALL, WAIT)?;
+    // A CPU rank's writes and reads of a GPU segment run in its owner's
+    // process exactly when owner copies are on.
+    let by_owner = g.statistics().calls_of("owner_copy");
+    let expected = owner_copies && kind(me) == Memory::Host && kind(1 - me) != Memory::Host;
+    if expected != (by_owner > 0) {
+        return Err(format!(
+            "rank {me}: {by_owner} requests ran in the owner's process, expected {}",
+            if expected { "some" } else { "none" }
+        )
+        .into());
+    }
     g.term()?;
     println!(
-        "OK rank {me} ({:?}) checked {checked} bytes written and read",
+        "OK rank {me} ({:?}) checked {checked} bytes written and read ({by_owner} copies run by the owner)",
         kind(me)
     );
     Ok(())

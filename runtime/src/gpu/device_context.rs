@@ -387,7 +387,7 @@ fn serve_ring(inner: &Inner, ring: RequestRing, stop: &AtomicBool, stats: &RingS
             }
         }
         if taken > 0 {
-            if let Err(e) = inner.gpu_wait(&qs) {
+            if let Err(e) = inner.gpu_wait(&qs, None) {
                 tracing::error!("GPU ring server: {e}");
             }
             ring.complete_through(through);

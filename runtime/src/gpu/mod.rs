@@ -28,6 +28,7 @@
 //! request ring through which kernels reach targets they cannot store into.
 
 pub(crate) mod device_context;
+pub(crate) mod owner_copy;
 
 pub use device_context::{DeviceContext, DeviceContextOptions};
 
@@ -35,22 +36,72 @@ use crate::context::Inner;
 use crate::error::Result;
 use crate::segment::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
+use crate::types::Rank;
 use gaspi_segments::gpu::{self, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
-/// The GPU side of one queue: its stream and whether work is in flight.
+/// The GPU side of one queue: its stream, whether work is in flight, and
+/// the owner-executed requests it posted (see [`owner_copy`]).
 #[derive(Debug, Default)]
 pub(crate) struct QueueStream {
+    /// The queue's number (owners run its requests on a stream of their own
+    /// for it, see `owner_copy`).
+    pub index: u32,
     stream: OnceLock<GpuStream>,
     pending: AtomicBool,
+    /// Whether `owners` is non-empty (checked without the lock).
+    owner_pending: AtomicBool,
+    /// Per owner, the last request posted into its inbox.
+    owners: Mutex<Vec<(Rank, u32)>>,
 }
 
 impl QueueStream {
+    pub fn new(index: u32) -> QueueStream {
+        QueueStream {
+            index,
+            ..Default::default()
+        }
+    }
+
     /// Whether GPU work was posted since the last `wait`.
     #[inline]
     pub fn pending(&self) -> bool {
         self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Whether requests to `owner` that it executes are outstanding: a
+    /// later notification to it must then go through its inbox too.
+    #[inline]
+    pub fn owner_pending_to(&self, owner: Rank) -> bool {
+        self.owner_pending.load(Ordering::Relaxed)
+            && self.lock_owners().iter().any(|&(r, _)| r == owner)
+    }
+
+    fn lock_owners(&self) -> std::sync::MutexGuard<'_, Vec<(Rank, u32)>> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn owner_posted(&self, owner: Rank, seq: u32) {
+        let mut v = self.lock_owners();
+        match v.iter_mut().find(|(r, _)| *r == owner) {
+            Some(e) => e.1 = seq,
+            None => v.push((owner, seq)),
+        }
+        self.owner_pending.store(true, Ordering::Relaxed);
+    }
+
+    fn owner_outstanding(&self) -> Vec<(Rank, u32)> {
+        if !self.owner_pending.load(Ordering::Relaxed) {
+            return Vec::new();
+        }
+        self.lock_owners().clone()
+    }
+
+    fn owner_done(&self, owner: Rank, seq: u32) {
+        let mut v = self.lock_owners();
+        v.retain(|&(r, s)| !(r == owner && s == seq));
+        self.owner_pending.store(!v.is_empty(), Ordering::Relaxed);
     }
 }
 
@@ -163,8 +214,14 @@ impl Inner {
         Ok(gpu::synchronize(stream)?)
     }
 
-    /// Local completion of the queue's GPU work.
-    pub(crate) fn gpu_wait(&self, qs: &QueueStream) -> Result<()> {
+    /// Local completion of the queue's GPU work: its stream, then what
+    /// owners execute for it (until `deadline`).
+    pub(crate) fn gpu_wait(
+        &self,
+        qs: &QueueStream,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<()> {
+        self.owner_wait(qs, deadline)?;
         if qs.pending.swap(false, Ordering::Relaxed) {
             if let Some(stream) = qs.stream.get() {
                 gpu::synchronize(stream)?;

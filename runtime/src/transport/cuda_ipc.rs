@@ -28,9 +28,17 @@ use std::sync::{Arc, OnceLock};
 struct CudaIpcSegment {
     size: u64,
     device: u32,
-    data: GpuIpcMapping,
-    /// For the blocking `put`/`get` fallback.
-    stream: GpuStream,
+    handle: [u8; 64],
+    ipc_offset: u64,
+    /// Where to open the handle when first needed: this rank's GPU at
+    /// attach time, else the owner's device.
+    open_in: u32,
+    /// The data opened with CUDA IPC and a stream for the blocking
+    /// `put`/`get` fallback, made on first use: a CPU rank whose copies
+    /// the owner runs (`gpu/owner_copy.rs`) never creates a CUDA context.
+    opened: OnceLock<std::result::Result<(GpuIpcMapping, GpuStream), GpuError>>,
+    /// The owner's inbox, if it published one.
+    inbox: Option<MemoryDescriptor>,
     notifications: NotificationArea,
     notifications_offset: usize,
     /// Dropped (unregistered) before `mapping`.
@@ -72,14 +80,6 @@ pub(crate) fn attach(
         .as_slice()
         .try_into()
         .map_err(|_| Error::Protocol(format!("a CUDA IPC handle of {} bytes", handle.len())))?;
-    let open_in = home.unwrap_or(*device);
-    let data = GpuIpcMapping::open(
-        open_in,
-        &handle,
-        *offset + desc.data_offset,
-        desc.size as usize,
-    )?;
-    let stream = GpuStream::new(*device)?;
     let mapping = PeerMapping::open(&desc.notifications)?;
     let notifications_offset = desc.notifications_offset as usize;
     if notifications_offset + NotificationArea::bytes_for(desc.notification_count) > mapping.len() {
@@ -101,14 +101,35 @@ pub(crate) fn attach(
     Ok(Box::new(CudaIpcSegment {
         size: desc.size,
         device: *device,
-        data,
-        stream,
+        handle,
+        ipc_offset: *offset + desc.data_offset,
+        open_in: home.unwrap_or(*device),
+        opened: OnceLock::new(),
+        inbox: desc.inbox.clone(),
         notifications,
         notifications_offset,
         registration: OnceLock::new(),
         peer_access: OnceLock::new(),
         mapping,
     }))
+}
+
+impl CudaIpcSegment {
+    /// The data mapping and the fallback stream, opened on first use.
+    fn opened(&self) -> Result<&(GpuIpcMapping, GpuStream)> {
+        self.opened
+            .get_or_init(|| {
+                let data = GpuIpcMapping::open(
+                    self.open_in,
+                    &self.handle,
+                    self.ipc_offset,
+                    self.size as usize,
+                )?;
+                Ok((data, GpuStream::new(self.device)?))
+            })
+            .as_ref()
+            .map_err(|e| Error::Gpu(e.clone()))
+    }
 }
 
 impl RemoteSegment for CudaIpcSegment {
@@ -121,17 +142,19 @@ impl RemoteSegment for CudaIpcSegment {
     }
 
     fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
-        let dst = self.data.device_ptr() + offset;
+        let (data, stream) = self.opened()?;
+        let dst = data.device_ptr() + offset;
         // SAFETY: the caller checked offset + len <= size and that `src` is
         // valid for `len` bytes; the copy is complete when the call returns.
-        unsafe { gpu::copy_unified_blocking(&self.stream, dst, src as DevicePtr, len)? };
+        unsafe { gpu::copy_unified_blocking(stream, dst, src as DevicePtr, len)? };
         Ok(())
     }
 
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
-        let src = self.data.device_ptr() + offset;
+        let (data, stream) = self.opened()?;
+        let src = data.device_ptr() + offset;
         // SAFETY: as in put, with the roles swapped.
-        unsafe { gpu::copy_unified_blocking(&self.stream, dst as DevicePtr, src, len)? };
+        unsafe { gpu::copy_unified_blocking(stream, dst as DevicePtr, src, len)? };
         Ok(())
     }
 
@@ -150,7 +173,12 @@ impl RemoteSegment for CudaIpcSegment {
         true
     }
 
+    fn owner_inbox(&self) -> Option<&MemoryDescriptor> {
+        self.inbox.as_ref()
+    }
+
     fn gpu_view(&self, home: u32) -> Result<GpuView> {
+        let (data, _) = self.opened()?;
         let reg = self.registration.get_or_init(|| {
             // SAFETY: the mapping is owned by self and dropped after the
             // registration (field order); only this OnceLock registers it.
@@ -172,7 +200,7 @@ impl RemoteSegment for CudaIpcSegment {
             });
         }
         Ok(GpuView {
-            data: Some(self.data.device_ptr()),
+            data: Some(data.device_ptr()),
             device: Some(self.device),
             notifications: reg.device_ptr() + (self.notifications_offset + HEADER_BYTES) as u64,
         })

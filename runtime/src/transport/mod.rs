@@ -79,4 +79,9 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// with CUDA on first use (context of `home`); from then on GPU writers
     /// may store notifications silently, and the area says so.
     fn gpu_view(&self, home: u32) -> Result<GpuView>;
+    /// The owner's inbox for copies it runs itself (its GPU segments on
+    /// this host; see `gpu/owner_copy.rs`), if it published one.
+    fn owner_inbox(&self) -> Option<&gaspi_segments::MemoryDescriptor> {
+        None
+    }
 }
