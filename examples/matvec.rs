@@ -7,16 +7,24 @@
 //! and reports millions of vectors per second per batch size, beside the
 //! figures of the GPUrdma paper (K40 over InfiniBand).
 //!
-//! Several batches are in flight (`--slots`, default 4): rank 0 refills a
-//! slot as soon as its product came back, so the link never idles.
+//! Several batches are in flight (`--slots`, default 8): rank 0 refills a
+//! slot as soon as its product came back, so the link never idles. Each
+//! slot has its own queue, so refilling one never waits for another's copy.
 //!
-//! Modes of rank 1: `cpu` (the work done by a CPU loop: runs anywhere, and
-//! is what runs when no GPU is present), `host` (a CPU thread waits and
-//! launches a kernel per batch) and `gpu` (a persistent kernel waits and
-//! replies by itself). This build has no GPU segments yet, so `host` and
-//! `gpu` report that and are skipped.
+//! Modes of rank 1:
+//! - `host`: rank 1's segment is GPU memory; a CPU thread waits in
+//!   `notify_waitsome`, launches a kernel per batch, synchronises and
+//!   `write_notify`s the products (how a GPI-2 user writes it);
+//! - `gpu`: one persistent kernel (`matvec_serve` in
+//!   `gpu-kernels/cuda/matvec.cu`) keeps the matrix in shared memory, waits
+//!   on the notification words itself and writes the products straight
+//!   into rank 0's segment, then its notification: no launch, no host
+//!   thread per batch;
+//! - `cpu`: the work done by a CPU loop on a host segment. It runs anywhere
+//!   and is what runs when no GPU is present.
 //!
-//! `cargo run --release --example matvec` runs the job with 2 ranks.
+//! `cargo run --release --example matvec` runs the job with 2 ranks and
+//! every mode this machine can run. `--plot FILE.png` draws the figures.
 
 use clap::Parser;
 use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
@@ -37,10 +45,14 @@ const PAPER: [(usize, f64, f64); 6] = [
     (15360, 24.3, 31.5),
 ];
 /// Largest relative error accepted per product element (f32 sums of 32
-/// terms in different orders differ by a few ulps).
+/// terms in different orders, and the GPU's fused multiply-adds, differ by
+/// a few ulps).
 const MAX_REL_ERR: f32 = 1e-5;
 const STOP: NotifyId = NotifyId(1000);
-const SEG: SegId = SegId(0);
+/// Segment of the cpu mode (host memory on both ranks).
+const SEG_CPU: SegId = SegId(0);
+/// Segment of the GPU modes (GPU memory on rank 1, host memory on rank 0).
+const SEG_GPU: SegId = SegId(1);
 
 #[derive(Parser, Clone)]
 struct Args {
@@ -53,13 +65,58 @@ struct Args {
     /// Vectors to stream per batch size (rounded up to whole batches).
     #[arg(long, default_value_t = 2_000_000)]
     vectors: usize,
-    /// Batches in flight.
-    #[arg(long, default_value_t = 4)]
+    /// Batches in flight (at most the number of queues).
+    #[arg(long, default_value_t = 8)]
     slots: usize,
     /// One JSON line per (mode, batch).
     #[arg(long)]
     json: bool,
+    /// Blocks of the persistent kernel (0: one per multiprocessor).
+    #[arg(long, default_value_t = 0)]
+    gpu_blocks: u32,
+    /// Draw throughput against batch size, per mode, into this PNG.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
+
+/// Where things are in both ranks' segments.
+#[derive(Clone, Copy)]
+struct Layout {
+    slots: usize,
+    slot_bytes: u64,
+}
+
+impl Layout {
+    fn input(&self, slot: usize) -> u64 {
+        slot as u64 * self.slot_bytes
+    }
+    fn product(&self, slot: usize) -> u64 {
+        (self.slots + slot) as u64 * self.slot_bytes
+    }
+    fn matrix(&self) -> u64 {
+        2 * self.slots as u64 * self.slot_bytes
+    }
+    /// Counter and gate words of the persistent kernel's blocks (4 KiB).
+    fn sync(&self) -> u64 {
+        self.matrix() + (N * N * 4) as u64
+    }
+    fn bytes(&self) -> u64 {
+        self.sync() + 4096
+    }
+    fn product_id(&self, slot: usize) -> NotifyId {
+        NotifyId((self.slots + slot) as u32)
+    }
+}
+
+/// One measured (mode, batch).
+struct Row {
+    mode: &'static str,
+    batch: usize,
+    mvps: f64,
+    max_err: f32,
+}
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 fn matrix() -> Vec<f32> {
     (0..N * N)
@@ -80,7 +137,7 @@ fn as_bytes(v: &[f32]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Res {
     gaspi::init_logging();
     let args = Args::parse();
     let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(2))?;
@@ -89,84 +146,179 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "matvec needs 2 ranks (start it without a launcher, or with gaspi-run -n 2)".into(),
         );
     }
+    let me = gaspi.rank().0;
     let batches = if args.batch.is_empty() {
         BATCHES.to_vec()
     } else {
         args.batch.clone()
     };
     let max_batch = *batches.iter().max().unwrap_or(&480);
-    let slot_bytes = (max_batch * VEC_BYTES) as u64;
-    let slots = args.slots.clamp(1, 64);
-    // Rank 0: [inputs to send][products received]; rank 1: [inputs received][products to send].
-    let seg = gaspi.segment_create(
-        SEG,
-        2 * slots as u64 * slot_bytes,
-        Memory::Host,
-        Group::ALL,
-        Timeout::Block,
-    )?;
-    let wanted: Vec<&str> = match args.mode.as_str() {
-        "all" => vec!["cpu", "host", "gpu"],
-        m => vec![m],
+    let slots = args.slots.clamp(1, gaspi.config().queue_num as usize);
+    let layout = Layout {
+        slots,
+        slot_bytes: (max_batch * VEC_BYTES) as u64,
     };
-    let mut rows = Vec::new();
-    for mode in wanted {
-        if mode != "cpu" {
-            if gaspi.rank().0 == 0 {
-                eprintln!("matvec: mode {mode} skipped: this build has no GPU segments yet (CPU fallback runs instead)");
-            }
-            continue;
-        }
-        for &batch in &batches {
-            gaspi.barrier(Group::ALL, Timeout::Block)?;
-            let nbatches = args.vectors.div_ceil(batch).max(slots);
-            let row = match gaspi.rank().0 {
-                0 => Some(feed(
-                    &gaspi, &seg, batch, nbatches, slots, slot_bytes, mode, args.json,
-                )?),
-                1 => {
-                    serve_cpu(&gaspi, &seg, batch, slots, slot_bytes)?;
-                    None
-                }
-                _ => None,
-            };
-            rows.extend(row);
+    // Both ranks run on this host: they agree on whether it has a GPU.
+    let gpu = gaspi::cuda::driver_available();
+    let modes: Vec<&'static str> = match args.mode.as_str() {
+        "all" if gpu.is_ok() => vec!["host", "gpu"],
+        "all" => vec!["cpu"],
+        "cpu" => vec!["cpu"],
+        "host" => vec!["host"],
+        "gpu" => vec!["gpu"],
+        m => return Err(format!("unknown mode {m:?}: cpu, host, gpu or all").into()),
+    };
+    if let (Err(e), 0) = (&gpu, me) {
+        eprintln!("matvec: no usable GPU here ({e}): the CPU fallback runs rank 1's work");
+        if modes.iter().any(|m| *m != "cpu") {
+            return Err(format!("mode {} needs a GPU", args.mode).into());
         }
     }
-    if gaspi.rank().0 == 0 && !args.json {
-        println!(
-            "\n{:<8} {:>7} {:>12} {:>12} {:>14} {:>16}",
-            "mode", "batch", "M vectors/s", "max rel err", "paper: GPI-2", "paper: GPUrdma"
-        );
-        for (mode, batch, mvps, err) in &rows {
-            let paper = PAPER.iter().find(|p| p.0 == *batch);
-            let (g, r) = paper.map_or(("-".into(), "-".into()), |p| {
-                (format!("{:.1}", p.1), format!("{:.1}", p.2))
-            });
-            println!("{mode:<8} {batch:>7} {mvps:>12.2} {err:>12.2e} {g:>14} {r:>16}");
+    let mut rows = Vec::new();
+    let mut ceiling = None;
+    for mode in modes {
+        let (seg, memory) = match (mode, me) {
+            ("cpu", _) | (_, 0) => (if mode == "cpu" { SEG_CPU } else { SEG_GPU }, Memory::Host),
+            _ => (SEG_GPU, Memory::Gpu(0)),
+        };
+        let segment = match gaspi.segment_list().contains(&seg) {
+            true => None,
+            false => Some(gaspi.segment_create(
+                seg,
+                layout.bytes(),
+                memory,
+                Group::ALL,
+                Timeout::Block,
+            )?),
+        };
+        let segment = match segment {
+            Some(s) => s,
+            None => gaspi.segment(seg)?,
+        };
+        let mut server = match (me, mode) {
+            (1, "host") => Some(gpu::Server::host(&gaspi, &segment, layout)?),
+            (1, "gpu") => Some(gpu::Server::persistent(
+                &gaspi,
+                &segment,
+                layout,
+                args.gpu_blocks,
+            )?),
+            _ => None,
+        };
+        if me == 1 && mode != "cpu" && ceiling.is_none() {
+            ceiling = Some(gpu::host_to_device_ceiling()?);
         }
-        println!("(cpu: rank 1's work done by a CPU loop, no GPU in this run; paper: GPUrdma, K40 over InfiniBand)");
+        for &batch in &batches {
+            if let Some(s) = &mut server {
+                s.prepare(&gaspi, batch)?;
+            }
+            gaspi.barrier(Group::ALL, Timeout::Block)?;
+            let nbatches = args.vectors.div_ceil(batch).max(slots);
+            match me {
+                0 => rows.push(feed(
+                    &gaspi, &segment, seg, layout, batch, nbatches, mode, args.json,
+                )?),
+                1 => match &mut server {
+                    Some(s) => s.serve(&gaspi, batch)?,
+                    None => serve_cpu(&gaspi, &segment, layout, batch)?,
+                },
+                _ => {}
+            }
+        }
+    }
+    // Rank 1 measured the physical ceiling; rank 0 prints it.
+    let ceiling = share_ceiling(&gaspi, ceiling)?;
+    if me == 0 {
+        report(&rows, ceiling, &args)?;
     }
     gaspi.barrier(Group::ALL, Timeout::Block)?;
     gaspi.term()?;
     Ok(())
 }
 
+/// Rank 1's host-to-device bandwidth in GB/s, to rank 0 (allreduce max).
+fn share_ceiling(gaspi: &Gaspi, mine: Option<f64>) -> Res<Option<f64>> {
+    let mut v = [0.0f64];
+    gaspi.allreduce(
+        &[mine.unwrap_or(0.0)],
+        &mut v,
+        gaspi::ReduceOp::Max,
+        Group::ALL,
+        Timeout::Ms(60_000),
+    )?;
+    Ok((v[0] > 0.0).then_some(v[0]))
+}
+
+fn report(rows: &[Row], ceiling: Option<f64>, args: &Args) -> Res {
+    if let Some(gbps) = ceiling {
+        let mvps = gbps * 1e9 / VEC_BYTES as f64 / 1e6;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"mode": "ceiling", "h2d_gbps": gbps, "mvecs_per_s": mvps, "bytes_per_vector": VEC_BYTES})
+            );
+        }
+    }
+    if !args.json {
+        println!(
+            "\n{:<6} {:>7} {:>12} {:>12} {:>14} {:>16}",
+            "mode", "batch", "M vectors/s", "max rel err", "paper: GPI-2", "paper: GPUrdma"
+        );
+        for r in rows {
+            let paper = PAPER.iter().find(|p| p.0 == r.batch);
+            let (g, d) = paper.map_or(("-".into(), "-".into()), |p| {
+                (format!("{:.1}", p.1), format!("{:.1}", p.2))
+            });
+            println!(
+                "{:<6} {:>7} {:>12.2} {:>12.2e} {g:>14} {d:>16}",
+                r.mode, r.batch, r.mvps, r.max_err
+            );
+        }
+        println!("(host: a kernel launch per batch; gpu: one persistent kernel; cpu: rank 1's work done by a CPU loop, no GPU in this run; paper: GPUrdma, K40 over InfiniBand)");
+        if let Some(gbps) = ceiling {
+            println!(
+                "physical ceiling: {} bytes per vector over {gbps:.1} GB/s host-to-device (measured in this run) = {:.0} M vectors/s",
+                VEC_BYTES,
+                gbps * 1e9 / VEC_BYTES as f64 / 1e6
+            );
+        }
+    }
+    if let Some(path) = &args.plot {
+        plot::draw(
+            path,
+            rows,
+            ceiling.map(|g| g * 1e9 / VEC_BYTES as f64 / 1e6),
+        )?;
+        if !args.json {
+            println!("plot written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
 /// Rank 0: streams `nbatches` batches, checks every product, returns the row.
+///
+/// One thread per slot, each with its own queue: the thread of slot `s`
+/// sends batches s, s + slots, s + 2 slots, ... and checks each product
+/// before it sends the next, so sending, waiting and checking of different
+/// slots overlap, and the check of one batch never holds up the others.
 #[allow(clippy::too_many_arguments)]
 fn feed(
     gaspi: &Gaspi,
     seg: &gaspi::Segment,
+    id: SegId,
+    layout: Layout,
     batch: usize,
     nbatches: usize,
-    slots: usize,
-    slot_bytes: u64,
-    mode: &str,
+    mode: &'static str,
     json: bool,
-) -> Result<(String, usize, f64, f32), Box<dyn std::error::Error>> {
+) -> Res<Row> {
+    let slots = layout.slots;
+    // A pool of distinct input batches with their reference products; one
+    // more than the slots, so a slot never gets the same input twice in a
+    // row and a stale product cannot pass the check.
     let m = matrix();
-    // A pool of distinct input batches with their reference products.
-    let pool = 3;
+    let pool = slots + 1;
     let mut inputs = Vec::with_capacity(pool);
     let mut refs = Vec::with_capacity(pool);
     for p in 0..pool {
@@ -177,126 +329,563 @@ fn feed(
         for v in 0..batch {
             matvec(&m, &x[v * N..(v + 1) * N], &mut y[v * N..(v + 1) * N]);
         }
+        // Store 1 / max(|y|, 1): the check multiplies instead of dividing.
+        let scale: Vec<f32> = y.iter().map(|b| 1.0 / b.abs().max(1.0)).collect();
         inputs.push(x);
-        refs.push(y);
+        refs.push((y, scale));
     }
-    let products_at = slots as u64 * slot_bytes;
-    let bytes = (batch * VEC_BYTES) as u64;
+    for s in 0..slots {
+        gaspi.notify_reset(id, layout.product_id(s))?;
+    }
     let bar = (std::io::stdout().is_terminal() && !json).then(|| {
         let b = indicatif::ProgressBar::new(nbatches as u64);
         b.set_message(format!("{mode} batch {batch}"));
         b
     });
-    let mut got = vec![0f32; batch * N];
-    let mut max_err = 0f32;
     let start = Instant::now();
-    let mut sent = 0usize;
-    let mut done = 0usize;
-    while done < nbatches {
-        // Keep every slot busy.
-        while sent < nbatches && sent - done < slots {
-            let slot = sent % slots;
-            let at = slot as u64 * slot_bytes;
-            seg.write(at as usize, &inputs[sent % pool])?;
-            gaspi.write_notify(
-                SEG,
-                at,
-                Rank(1),
-                SEG,
-                at,
-                bytes,
-                NotifyId(slot as u32),
-                sent as u32 + 1,
-                Queue(0),
-            )?;
-            gaspi.wait(Queue(0), Timeout::Block)?;
-            sent += 1;
-        }
-        // Products come back in order: batch `done` in slot done % slots.
-        let slot = done % slots;
-        let id = NotifyId(slots as u32 + slot as u32);
-        gaspi.notify_waitsome(SEG, id, 1, Timeout::Ms(30_000))?;
-        let seq = gaspi.notify_reset(SEG, id)?;
-        if seq != done as u32 + 1 {
-            return Err(format!(
-                "slot {slot}: product of batch {} arrived, expected {}",
-                seq - 1,
-                done
-            )
-            .into());
-        }
-        seg.read((products_at + slot as u64 * slot_bytes) as usize, &mut got)?;
-        for (a, b) in got.iter().zip(&refs[done % pool]) {
-            let err = (a - b).abs() / b.abs().max(1.0);
-            max_err = max_err.max(err);
-        }
-        if max_err > MAX_REL_ERR {
-            return Err(
-                format!("batch {done}: relative error {max_err:e} above {MAX_REL_ERR:e}").into(),
-            );
-        }
-        done += 1;
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-    }
+    let errs: Vec<Result<f32, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..slots)
+            .map(|slot| {
+                let (inputs, refs, bar) = (&inputs, &refs, &bar);
+                scope.spawn(move || {
+                    feed_slot(
+                        gaspi, seg, id, layout, batch, nbatches, slot, inputs, refs, bar,
+                    )
+                    .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a feeder panicked".into())))
+            .collect()
+    });
     let secs = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    gaspi.notify(Rank(1), SEG, STOP, 1, Queue(0))?;
+    gaspi.notify(Rank(1), id, STOP, 1, Queue(0))?;
     gaspi.wait(Queue(0), Timeout::Block)?;
+    let mut max_err = 0f32;
+    for e in errs {
+        max_err = max_err.max(e?);
+    }
     let mvps = (nbatches * batch) as f64 / secs / 1e6;
     if json {
         println!(
             "{}",
-            serde_json::json!({"mode": mode, "batch": batch, "mvecs_per_s": mvps, "max_rel_err": max_err, "vectors": nbatches * batch})
+            serde_json::json!({"mode": mode, "batch": batch, "mvecs_per_s": mvps, "max_rel_err": max_err, "vectors": nbatches * batch, "slots": slots})
         );
     }
-    Ok((mode.to_string(), batch, mvps, max_err))
+    Ok(Row {
+        mode,
+        batch,
+        mvps,
+        max_err,
+    })
+}
+
+/// The thread of one slot (see `feed`); returns its largest relative error.
+#[allow(clippy::too_many_arguments)]
+fn feed_slot(
+    gaspi: &Gaspi,
+    seg: &gaspi::Segment,
+    id: SegId,
+    layout: Layout,
+    batch: usize,
+    nbatches: usize,
+    slot: usize,
+    inputs: &[Vec<f32>],
+    refs: &[(Vec<f32>, Vec<f32>)],
+    bar: &Option<indicatif::ProgressBar>,
+) -> Res<f32> {
+    let (slots, pool) = (layout.slots, inputs.len());
+    let queue = Queue(slot as u32);
+    let bytes = (batch * VEC_BYTES) as u64;
+    let pid = layout.product_id(slot);
+    let mut got = vec![0f32; batch * N];
+    let mut max_err = 0f32;
+    for k in (slot..nbatches).step_by(slots) {
+        // The slot's previous copy is complete (its product came back);
+        // this settles the queue's books.
+        gaspi.wait(queue, Timeout::Block)?;
+        seg.write(layout.input(slot) as usize, &inputs[k % pool])?;
+        gaspi.write_notify(
+            id,
+            layout.input(slot),
+            Rank(1),
+            id,
+            layout.input(slot),
+            bytes,
+            NotifyId(slot as u32),
+            k as u32 + 1,
+            queue,
+        )?;
+        gaspi.notify_waitsome(id, pid, 1, Timeout::Ms(30_000))?;
+        let seq = gaspi.notify_reset(id, pid)?;
+        if seq != k as u32 + 1 {
+            return Err(format!(
+                "slot {slot}: product of batch {} arrived, expected {k}",
+                seq.wrapping_sub(1)
+            )
+            .into());
+        }
+        seg.read(layout.product(slot) as usize, &mut got)?;
+        let (want, scale) = &refs[k % pool];
+        let err = max_rel_err(&got, want, scale);
+        if err.is_nan() || err > MAX_REL_ERR {
+            return Err(format!("batch {k}: relative error {err:e} above {MAX_REL_ERR:e}").into());
+        }
+        max_err = max_err.max(err);
+        if let Some(b) = bar {
+            b.inc(1);
+        }
+    }
+    Ok(max_err)
+}
+
+/// max |got - want| / max(|want|, 1), with `scale` = 1 / max(|want|, 1);
+/// NaN when a product is NaN. Eight lanes, so the compiler vectorises it.
+fn max_rel_err(got: &[f32], want: &[f32], scale: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut nan = false;
+    let (g8, w8, s8) = (
+        got.chunks_exact(8),
+        want.chunks_exact(8),
+        scale.chunks_exact(8),
+    );
+    for ((g, w), s) in g8.zip(w8).zip(s8) {
+        for i in 0..8 {
+            let e = (g[i] - w[i]).abs() * s[i];
+            nan |= e.is_nan();
+            acc[i] = if e > acc[i] { e } else { acc[i] };
+        }
+    }
+    let tail = got.len() / 8 * 8;
+    for i in tail..got.len() {
+        let e = (got[i] - want[i]).abs() * scale[i];
+        nan |= e.is_nan();
+        acc[0] = acc[0].max(e);
+    }
+    if nan {
+        return f32::NAN;
+    }
+    acc.iter().copied().fold(0.0, f32::max)
 }
 
 /// Rank 1 without a GPU: waits for batches, multiplies on the CPU, replies.
-fn serve_cpu(
-    gaspi: &Gaspi,
-    seg: &gaspi::Segment,
-    batch: usize,
-    slots: usize,
-    slot_bytes: u64,
-) -> Result<(), Box<dyn std::error::Error>> {
+fn serve_cpu(gaspi: &Gaspi, seg: &gaspi::Segment, layout: Layout, batch: usize) -> Res {
     let m = matrix();
-    let products_at = slots as u64 * slot_bytes;
     let bytes = (batch * VEC_BYTES) as u64;
     let mut x = vec![0f32; batch * N];
     let mut y = vec![0f32; batch * N];
+    let id = SEG_CPU;
     loop {
-        if gaspi.notify_reset(SEG, STOP)? != 0 {
+        if gaspi.notify_reset(id, STOP)? != 0 {
             return Ok(());
         }
-        let id = match gaspi.notify_waitsome(SEG, NotifyId(0), slots as u32, Timeout::Ms(10)) {
-            Ok(id) => id,
+        let got = match gaspi.notify_waitsome(id, NotifyId(0), layout.slots as u32, Timeout::Ms(10))
+        {
+            Ok(n) => n,
             Err(e) if e.is_timeout() => continue,
             Err(e) => return Err(e.into()),
         };
-        let seq = gaspi.notify_reset(SEG, id)?;
-        let slot = id.0 as u64;
-        seg.read((slot * slot_bytes) as usize, &mut x)?;
+        let seq = gaspi.notify_reset(id, got)?;
+        let slot = got.0 as usize;
+        seg.read(layout.input(slot) as usize, &mut x)?;
         for v in 0..batch {
             matvec(&m, &x[v * N..(v + 1) * N], &mut y[v * N..(v + 1) * N]);
         }
-        let out = products_at + slot * slot_bytes;
+        let out = layout.product(slot);
         seg.write(out as usize, as_bytes(&y))?;
         gaspi.write_notify(
-            SEG,
+            id,
             out,
             Rank(0),
-            SEG,
+            id,
             out,
             bytes,
-            NotifyId(slots as u32 + id.0),
+            layout.product_id(slot),
             seq,
             Queue(0),
         )?;
         gaspi.wait(Queue(0), Timeout::Block)?;
+    }
+}
+
+/// Rank 1 with a GPU: the host-driven and the GPU-driven server.
+mod gpu {
+    use super::{Layout, Res, N, SEG_GPU, STOP, VEC_BYTES};
+    use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+    use gaspi::cuda::{GpuContext, GpuMemory, PinnedHostMemory};
+    use gaspi::{Gaspi, NotifyId, Queue, Rank, Timeout};
+    use std::sync::Arc;
+
+    /// Threads per block of both kernels (8 warps, a vector per warp).
+    const THREADS: u32 = 256;
+
+    /// What rank 1 serves batches with.
+    pub enum Server {
+        /// A kernel launch per batch, driven by this thread.
+        Host {
+            batch_kernel: CudaFunction,
+            stream: Arc<CudaStream>,
+            data: u64,
+            layout: Layout,
+            sms: u32,
+        },
+        /// One persistent kernel per batch size.
+        Persistent {
+            serve_kernel: CudaFunction,
+            stream: Arc<CudaStream>,
+            dctx: Box<gaspi::gpu::DeviceContext>,
+            status: PinnedHostMemory,
+            segment: gaspi::Segment,
+            layout: Layout,
+            sms: u32,
+        },
+    }
+
+    fn compile(ctx: &GpuContext, name: &str) -> Res<(CudaFunction, Arc<CudaStream>, u32)> {
+        let cuda = ctx.cuda();
+        let module =
+            gaspi::kernels::compile_and_load(cuda, gaspi::kernels::MATVEC_SOURCE, "matvec.cu")?;
+        let f = gaspi::kernels::function(&module, name)?;
+        let sms = cuda.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )? as u32;
+        Ok((f, cuda.new_stream()?, sms))
+    }
+
+    fn write_matrix(segment: &gaspi::Segment, layout: Layout) -> Res {
+        segment.write(layout.matrix() as usize, &super::matrix())?;
+        Ok(())
+    }
+
+    impl Server {
+        pub fn host(_gaspi: &Gaspi, segment: &gaspi::Segment, layout: Layout) -> Res<Server> {
+            write_matrix(segment, layout)?;
+            let ctx = GpuContext::new(0)?;
+            let (batch_kernel, stream, sms) = compile(&ctx, "matvec_batch")?;
+            Ok(Server::Host {
+                batch_kernel,
+                stream,
+                data: segment.as_ptr() as u64,
+                layout,
+                sms,
+            })
+        }
+
+        pub fn persistent(
+            gaspi: &Gaspi,
+            segment: &gaspi::Segment,
+            layout: Layout,
+            blocks: u32,
+        ) -> Res<Server> {
+            write_matrix(segment, layout)?;
+            // Rank 0's segment is registered here (segment_create): the
+            // device context's tables hold it.
+            let dctx = Box::new(gaspi.device_context(0)?);
+            let (serve_kernel, stream, mut sms) = compile(dctx.gpu_context(), "matvec_serve")?;
+            if blocks != 0 {
+                sms = sms.min(blocks);
+            }
+            let status = PinnedHostMemory::alloc(0, 4096)?;
+            Ok(Server::Persistent {
+                serve_kernel,
+                stream,
+                dctx,
+                status,
+                segment: gaspi.segment(SEG_GPU)?,
+                layout,
+                sms,
+            })
+        }
+
+        /// Gets ready for a batch size, before the barrier that lets rank 0
+        /// start: the persistent kernel is launched here.
+        pub fn prepare(&mut self, gaspi: &Gaspi, batch: usize) -> Res {
+            let Server::Persistent {
+                serve_kernel,
+                stream,
+                dctx,
+                status,
+                segment,
+                layout,
+                sms,
+            } = self
+            else {
+                return Ok(());
+            };
+            // Fresh words, counters and gates (the kernel never resets the
+            // slot words; stop is reset once the kernel has returned).
+            for s in 0..layout.slots {
+                gaspi.notify_reset(SEG_GPU, NotifyId(s as u32))?;
+            }
+            segment.write(layout.sync() as usize, &[0u32; 1024])?;
+            status.as_atomic_u32s()[0].store(0, std::sync::atomic::Ordering::Relaxed);
+            let arg = dctx.kernel_arg();
+            let (seg, out_rank, slots) = (SEG_GPU.0 as u32, 0u32, layout.slots as u32);
+            let (slot_bytes, products, matrix, sync) = (
+                layout.slot_bytes,
+                layout.product(0),
+                layout.matrix(),
+                layout.sync(),
+            );
+            let (batch_u, stop, status_ptr) = (batch as u32, STOP.0, status.device_ptr());
+            // Every block must be resident at once (they spin): at most
+            // one per multiprocessor, fewer for small batches; the same
+            // number for every slot (a group of blocks per slot).
+            // Block 0 dispatches (see matvec.cu).
+            let per_slot = (sms.saturating_sub(1) / slots).clamp(1, batch.div_ceil(8) as u32);
+            let blocks = 1 + per_slot * slots;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: matvec_serve's parameters are (gaspi_device_ctx, 3 x
+            // unsigned, 4 x unsigned long long, 2 x unsigned, unsigned*),
+            // matching the arguments in order; the device context, the
+            // segments and the status memory outlive the kernel, which
+            // `serve` synchronises.
+            unsafe {
+                stream
+                    .launch_builder(serve_kernel)
+                    .arg(&arg)
+                    .arg(&seg)
+                    .arg(&out_rank)
+                    .arg(&slots)
+                    .arg(&slot_bytes)
+                    .arg(&products)
+                    .arg(&matrix)
+                    .arg(&sync)
+                    .arg(&batch_u)
+                    .arg(&stop)
+                    .arg(&status_ptr)
+                    .launch(cfg)?
+            };
+            Ok(())
+        }
+
+        /// Serves one batch size until rank 0 says stop.
+        pub fn serve(&mut self, gaspi: &Gaspi, batch: usize) -> Res {
+            match self {
+                Server::Host {
+                    batch_kernel,
+                    stream,
+                    data,
+                    layout,
+                    sms,
+                } => serve_host(gaspi, batch_kernel, stream, *data, *layout, *sms, batch),
+                Server::Persistent {
+                    stream,
+                    dctx,
+                    status,
+                    ..
+                } => {
+                    // The kernel runs until rank 0's stop notification.
+                    stream.synchronize()?;
+                    gaspi.notify_reset(SEG_GPU, STOP)?;
+                    let code =
+                        status.as_atomic_u32s()[0].load(std::sync::atomic::Ordering::Relaxed);
+                    if code != 0 {
+                        return Err(format!("matvec_serve failed with status {code}").into());
+                    }
+                    if let (n @ 1.., last) = dctx.ring_errors() {
+                        return Err(format!(
+                            "{n} of matvec_serve's ring requests were refused: {last:?}"
+                        )
+                        .into());
+                    }
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn serve_host(
+        gaspi: &Gaspi,
+        kernel: &CudaFunction,
+        stream: &Arc<CudaStream>,
+        data: u64,
+        layout: Layout,
+        sms: u32,
+        batch: usize,
+    ) -> Res {
+        let bytes = (batch * VEC_BYTES) as u64;
+        let blocks = (batch.div_ceil(8) as u32).min(sms * 8).max(1);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let matrix = data + layout.matrix();
+        loop {
+            if gaspi.notify_reset(SEG_GPU, STOP)? != 0 {
+                return Ok(());
+            }
+            let got = match gaspi.notify_waitsome(
+                SEG_GPU,
+                NotifyId(0),
+                layout.slots as u32,
+                Timeout::Ms(10),
+            ) {
+                Ok(n) => n,
+                Err(e) if e.is_timeout() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let seq = gaspi.notify_reset(SEG_GPU, got)?;
+            let slot = got.0 as usize;
+            let (input, out) = (data + layout.input(slot), layout.product(slot));
+            let (output, n) = (data + out, batch as i32);
+            // SAFETY: matvec_batch takes (const float*, const float*,
+            // float*, int): the matrix, the slot's inputs and products, all
+            // inside rank 1's GPU segment, which outlives the synchronize.
+            unsafe {
+                stream
+                    .launch_builder(kernel)
+                    .arg(&matrix)
+                    .arg(&input)
+                    .arg(&output)
+                    .arg(&n)
+                    .launch(cfg)?
+            };
+            stream.synchronize()?;
+            gaspi.write_notify(
+                SEG_GPU,
+                out,
+                Rank(0),
+                SEG_GPU,
+                out,
+                bytes,
+                layout.product_id(slot),
+                seq,
+                Queue(0),
+            )?;
+            gaspi.wait(Queue(0), Timeout::Block)?;
+        }
+    }
+
+    /// Host-to-device copy bandwidth of GPU 0 from pinned memory, GB/s
+    /// (median of 10 copies of 64 MiB): the physical ceiling of the job is
+    /// this over the bytes of one vector.
+    pub fn host_to_device_ceiling() -> Res<f64> {
+        const LEN: usize = 64 << 20;
+        let host = PinnedHostMemory::alloc(0, LEN)?;
+        let dev = GpuMemory::alloc(0, LEN)?;
+        let stream = gaspi::cuda::GpuStream::new(0)?;
+        let mut t = Vec::new();
+        for _ in 0..10 {
+            let start = std::time::Instant::now();
+            // SAFETY: both buffers hold LEN bytes and outlive the copy,
+            // which is complete at the synchronize.
+            unsafe {
+                gaspi::cuda::copy_host_to_device(&stream, dev.device_ptr(), host.host_ptr(), LEN)?
+            };
+            gaspi::cuda::synchronize(&stream)?;
+            t.push(start.elapsed().as_secs_f64());
+        }
+        t.sort_by(f64::total_cmp);
+        let _ = N;
+        Ok(LEN as f64 / t[t.len() / 2] / 1e9)
+    }
+}
+
+/// `--plot`: throughput against batch size, per mode, with the paper's.
+mod plot {
+    use super::{Res, Row, PAPER};
+    use plotters::prelude::*;
+
+    /// DejaVu Sans Mono (license in `examples/assets/DejaVu-LICENSE`):
+    /// embedded, so plots need no system fonts.
+    const FONT: &[u8] = include_bytes!("assets/DejaVuSansMono.ttf");
+
+    /// The x coordinate of a batch size: log2 of it over the paper's first.
+    fn x_of(batch: usize) -> f64 {
+        (batch as f64 / PAPER[0].0 as f64).log2()
+    }
+
+    fn batch_of(x: f64) -> f64 {
+        PAPER[0].0 as f64 * x.exp2()
+    }
+
+    pub fn draw(path: &std::path::Path, rows: &[Row], ceiling: Option<f64>) -> Res {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+            .map_err(|_| "the embedded plot font cannot be read")?;
+        let root = BitMapBackend::new(path, (800, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let top = rows
+            .iter()
+            .map(|r| r.mvps)
+            .chain(PAPER.iter().map(|p| p.2))
+            .fold(1.0f64, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "matvec: million vectors/s against batch size",
+                ("sans-serif", 22),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(-0.3f64..5.3f64, 0f64..top)?;
+        chart
+            .configure_mesh()
+            .x_labels(6)
+            .x_label_formatter(&|x| format!("{:.0}", batch_of(*x)))
+            .x_desc("vectors per batch (log scale)")
+            .y_desc("M vectors/s")
+            .draw()?;
+        let series: [(&str, RGBColor); 3] = [("gpu", RED), ("host", BLUE), ("cpu", GREEN)];
+        for (mode, color) in series {
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.mode == mode)
+                .map(|r| (x_of(r.batch), r.mvps))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(format!("ours, {mode}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+        let paper = |i: usize| {
+            PAPER
+                .iter()
+                .map(move |p| (x_of(p.0), if i == 1 { p.1 } else { p.2 }))
+        };
+        chart
+            .draw_series(LineSeries::new(paper(2), BLACK.stroke_width(1)))?
+            .label("paper: GPUrdma (K40, IB)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK));
+        chart
+            .draw_series(LineSeries::new(
+                paper(1),
+                RGBColor(128, 128, 128).stroke_width(1),
+            ))?
+            .label("paper: GPI-2 (K40, IB)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(128, 128, 128)));
+        if let Some(c) = ceiling.filter(|c| *c < top) {
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(-0.3, c), (5.3, c)],
+                    MAGENTA.stroke_width(1),
+                ))?
+                .label("ceiling: H2D bandwidth / 128 B")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], MAGENTA));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()?;
+        root.present()?;
+        Ok(())
     }
 }

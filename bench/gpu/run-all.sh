@@ -24,7 +24,8 @@ bench notify-rtt
 bench gpu-pingpong
 bench gpu-bw
 if [ -x ./matvec ]; then
-    timeout 300 ./matvec --json 2>&1 | grep -E '^\{' || echo '{"bench":"matvec","note":"failed"}'
+    # PLOT_DIR: where matvec's --plot PNG goes (default DIR).
+    timeout 300 ./matvec --json --plot "${PLOT_DIR:-.}/matvec.png" 2>&1 | grep -E '^\{' || echo '{"bench":"matvec","note":"failed"}'
 fi
 grep -v '^GPU_TESTS' "$tests"
 grep '^GPU_TESTS' "$tests" || echo "GPU_TESTS passed=0 failed=1 skipped=0 (the test program did not finish: rc $tests_rc)"
