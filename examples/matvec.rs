@@ -498,19 +498,18 @@ fn serve_cpu(gaspi: &Gaspi, seg: &gaspi::Segment, layout: Layout, batch: usize) 
         }
         let out = layout.product(slot);
         seg.write(out as usize, as_bytes(&y))?;
-        gaspi.write_notify(
-            id,
-            out,
-            Rank(0),
-            id,
-            out,
-            bytes,
-            layout.product_id(slot),
-            seq,
-            Queue(0),
-        )?;
-        gaspi.wait(Queue(0), Timeout::Block)?;
+        reply(gaspi, id, layout, slot, bytes, seq)?;
     }
+}
+
+/// Rank 1: sends the products of `slot` back (notification value `seq`)
+/// and waits until they left.
+fn reply(gaspi: &Gaspi, id: SegId, layout: Layout, slot: usize, bytes: u64, seq: u32) -> Res {
+    let out = layout.product(slot);
+    let pid = layout.product_id(slot);
+    gaspi.write_notify(id, out, Rank(0), id, out, bytes, pid, seq, Queue(0))?;
+    gaspi.wait(Queue(0), Timeout::Block)?;
+    Ok(())
 }
 
 /// Rank 1 with a GPU: the host-driven and the GPU-driven server.
@@ -518,7 +517,7 @@ mod gpu {
     use super::{Layout, Res, N, SEG_GPU, STOP, VEC_BYTES};
     use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
     use gaspi::cuda::{GpuContext, GpuMemory, PinnedHostMemory};
-    use gaspi::{Gaspi, NotifyId, Queue, Rank, Timeout};
+    use gaspi::{Gaspi, NotifyId, Timeout};
     use std::sync::Arc;
 
     /// Threads per block of both kernels (8 warps, a vector per warp).
@@ -753,18 +752,7 @@ mod gpu {
                     .launch(cfg)?
             };
             stream.synchronize()?;
-            gaspi.write_notify(
-                SEG_GPU,
-                out,
-                Rank(0),
-                SEG_GPU,
-                out,
-                bytes,
-                layout.product_id(slot),
-                seq,
-                Queue(0),
-            )?;
-            gaspi.wait(Queue(0), Timeout::Block)?;
+            super::reply(gaspi, SEG_GPU, layout, slot, bytes, seq)?;
         }
     }
 

@@ -358,6 +358,44 @@ impl Inner {
             && local.known_by(owner)
     }
 
+    /// Builds and publishes one request on `lane`; returns its seq.
+    /// `peer` is this rank's (segment, offset), `own` the owner's.
+    #[allow(clippy::too_many_arguments)]
+    fn owner_post(
+        &self,
+        qs: &super::QueueStream,
+        owner: Rank,
+        lane: &WriterLane,
+        kind: Kind,
+        peer: (SegId, u64),
+        own: (SegId, u64),
+        len: u64,
+        notify: Option<(u32, u32)>,
+    ) -> Result<u32> {
+        if kind != Kind::Notify {
+            self.stats
+                .call(crate::stats::Op::OwnerCopy, crate::stats::Counter::None, 0);
+        }
+        let (notify_id, notify_value) = notify.unwrap_or((0, 0));
+        lane.post(
+            self,
+            owner,
+            Entry {
+                kind: kind as u32,
+                seq: 0,
+                peer_seg: peer.0 .0 as u32,
+                owner_seg: own.0 .0 as u32,
+                peer_offset: peer.1,
+                owner_offset: own.1,
+                len,
+                notify_id,
+                notify_value,
+                queue: qs.index,
+                _pad: [0; 3],
+            },
+        )
+    }
+
     /// Posts a put (with an optional notification) for the owner to run.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn owner_put(
@@ -373,26 +411,8 @@ impl Inner {
         notify: Option<(u32, u32)>,
     ) -> Result<()> {
         let lane = self.writer_lane(owner, inbox)?;
-        let (notify_id, notify_value) = notify.unwrap_or((0, 0));
-        self.stats
-            .call(crate::stats::Op::OwnerCopy, crate::stats::Counter::None, 0);
-        let seq = lane.post(
-            self,
-            owner,
-            Entry {
-                kind: Kind::Put as u32,
-                seq: 0,
-                peer_seg: local.0 as u32,
-                owner_seg: remote.0 as u32,
-                peer_offset: local_offset,
-                owner_offset: remote_offset,
-                len: size,
-                notify_id,
-                notify_value,
-                queue: qs.index,
-                _pad: [0; 3],
-            },
-        )?;
+        let (peer, own) = ((local, local_offset), (remote, remote_offset));
+        let seq = self.owner_post(qs, owner, &lane, Kind::Put, peer, own, size, notify)?;
         qs.owner_posted(owner, seq);
         Ok(())
     }
@@ -415,23 +435,8 @@ impl Inner {
                 reason: "its inbox cannot be mapped",
             });
         };
-        let seq = lane.post(
-            self,
-            owner,
-            Entry {
-                kind: Kind::Notify as u32,
-                seq: 0,
-                peer_seg: 0,
-                owner_seg: remote.0 as u32,
-                peer_offset: 0,
-                owner_offset: 0,
-                len: 0,
-                notify_id: id,
-                notify_value: value,
-                queue: qs.index,
-                _pad: [0; 3],
-            },
-        )?;
+        let (peer, own, notify) = ((SegId(0), 0), (remote, 0), Some((id, value)));
+        let seq = self.owner_post(qs, owner, lane, Kind::Notify, peer, own, 0, notify)?;
         qs.owner_posted(owner, seq);
         Ok(())
     }
@@ -450,25 +455,8 @@ impl Inner {
         size: u64,
     ) -> Result<()> {
         let lane = self.writer_lane(owner, inbox)?;
-        self.stats
-            .call(crate::stats::Op::OwnerCopy, crate::stats::Counter::None, 0);
-        let seq = lane.post(
-            self,
-            owner,
-            Entry {
-                kind: Kind::Get as u32,
-                seq: 0,
-                peer_seg: local.0 as u32,
-                owner_seg: remote.0 as u32,
-                peer_offset: local_offset,
-                owner_offset: remote_offset,
-                len: size,
-                notify_id: 0,
-                notify_value: 0,
-                queue: qs.index,
-                _pad: [0; 3],
-            },
-        )?;
+        let (peer, own) = ((local, local_offset), (remote, remote_offset));
+        let seq = self.owner_post(qs, owner, &lane, Kind::Get, peer, own, size, None)?;
         lane.wait_for(self, owner, qs.index, seq, None)
     }
 
