@@ -177,26 +177,20 @@ fn main() -> Res {
     let mut rows = Vec::new();
     let mut ceiling = None;
     for mode in modes {
+        // In the GPU modes rank 0's segment is host memory, the others' GPU.
         let (seg, memory) = match (mode, me) {
-            ("cpu", _) | (_, 0) => (if mode == "cpu" { SEG_CPU } else { SEG_GPU }, Memory::Host),
+            ("cpu", _) => (SEG_CPU, Memory::Host),
+            (_, 0) => (SEG_GPU, Memory::Host),
             _ => (SEG_GPU, Memory::Gpu(0)),
         };
-        let segment = match gaspi.segment_list().contains(&seg) {
-            true => None,
-            false => Some(gaspi.segment_create(
-                seg,
-                layout.bytes(),
-                memory,
-                Group::ALL,
-                Timeout::Block,
-            )?),
-        };
-        let segment = match segment {
-            Some(s) => s,
-            None => gaspi.segment(seg)?,
+        // The GPU modes share their segment: made by the first of them.
+        let segment = if gaspi.segment_list().contains(&seg) {
+            gaspi.segment(seg)?
+        } else {
+            gaspi.segment_create(seg, layout.bytes(), memory, Group::ALL, Timeout::Block)?
         };
         let mut server = match (me, mode) {
-            (1, "host") => Some(gpu::Server::host(&gaspi, &segment, layout)?),
+            (1, "host") => Some(gpu::Server::host(&segment, layout)?),
             (1, "gpu") => Some(gpu::Server::persistent(
                 &gaspi,
                 &segment,
@@ -514,7 +508,7 @@ fn reply(gaspi: &Gaspi, id: SegId, layout: Layout, slot: usize, bytes: u64, seq:
 
 /// Rank 1 with a GPU: the host-driven and the GPU-driven server.
 mod gpu {
-    use super::{Layout, Res, N, SEG_GPU, STOP, VEC_BYTES};
+    use super::{Layout, Res, SEG_GPU, STOP, VEC_BYTES};
     use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
     use gaspi::cuda::{GpuContext, GpuMemory, PinnedHostMemory};
     use gaspi::{Gaspi, NotifyId, Timeout};
@@ -562,7 +556,7 @@ mod gpu {
     }
 
     impl Server {
-        pub fn host(_gaspi: &Gaspi, segment: &gaspi::Segment, layout: Layout) -> Res<Server> {
+        pub fn host(segment: &gaspi::Segment, layout: Layout) -> Res<Server> {
             write_matrix(segment, layout)?;
             let ctx = GpuContext::new(0)?;
             let (batch_kernel, stream, sms) = compile(&ctx, "matvec_batch")?;
@@ -595,7 +589,7 @@ mod gpu {
                 stream,
                 dctx,
                 status,
-                segment: gaspi.segment(SEG_GPU)?,
+                segment: segment.clone(),
                 layout,
                 sms,
             })
@@ -776,7 +770,6 @@ mod gpu {
             t.push(start.elapsed().as_secs_f64());
         }
         t.sort_by(f64::total_cmp);
-        let _ = N;
         Ok(LEN as f64 / t[t.len() / 2] / 1e9)
     }
 }

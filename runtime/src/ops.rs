@@ -123,22 +123,18 @@ impl Inner {
         notify: Option<(u32, u32)>,
     ) -> Result<()> {
         let r = to.segment;
-        if r.is_gpu() && !local.is_gpu() && !q.gpu.pending() {
-            if let Some(inbox) = r.owner_inbox() {
-                if self.owner_executes(local, to.rank, Some(inbox)) {
-                    return self.owner_put(
-                        &q.gpu,
-                        to.rank,
-                        inbox,
-                        local.id,
-                        local_offset,
-                        to.seg,
-                        to.offset,
-                        size,
-                        notify,
-                    );
-                }
-            }
+        if let Some(inbox) = self.owner_route(q, local, to) {
+            return self.owner_put(
+                &q.gpu,
+                to.rank,
+                inbox,
+                local.id,
+                local_offset,
+                to.seg,
+                to.offset,
+                size,
+                notify,
+            );
         }
         // A notification must not overtake copies the owner still runs.
         let (notify, after) = match notify {
@@ -192,21 +188,17 @@ impl Inner {
         size: u64,
     ) -> Result<()> {
         let r = from.segment;
-        if r.is_gpu() && !local.is_gpu() && !q.gpu.pending() {
-            if let Some(inbox) = r.owner_inbox() {
-                if self.owner_executes(local, from.rank, Some(inbox)) {
-                    return self.owner_get(
-                        &q.gpu,
-                        from.rank,
-                        inbox,
-                        local.id,
-                        local_offset,
-                        from.seg,
-                        from.offset,
-                        size,
-                    );
-                }
-            }
+        if let Some(inbox) = self.owner_route(q, local, from) {
+            return self.owner_get(
+                &q.gpu,
+                from.rank,
+                inbox,
+                local.id,
+                local_offset,
+                from.seg,
+                from.offset,
+                size,
+            );
         }
         if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
             return self.gpu_get(&q.gpu, local, local_offset, r, from.offset, size);

@@ -37,6 +37,7 @@
 
 use crate::context::Inner;
 use crate::error::{Error, Result};
+use crate::ops::lookup_remote;
 use crate::segment::LocalSegment;
 use crate::types::{Rank, SegId};
 use gaspi_segments::gpu::{self, DevicePtr, GpuStream, HostRegistration};
@@ -341,21 +342,25 @@ impl Inner {
         })
     }
 
-    /// Whether a put from `local` into `owner`'s segment should be run by
-    /// the owner: `inbox` is the owner's (it has GPU segments), the source
-    /// is host shared memory the owner maps, registered with it, and the
-    /// config allows it.
-    pub(crate) fn owner_executes(
+    /// The owner's inbox when a transfer between `local` and the remote
+    /// end should be run by the owner: the remote segment is a same-host
+    /// peer's GPU segment with an inbox, `local` is host shared memory
+    /// registered with (so mapped by) that peer, the config allows it, and
+    /// the queue's own stream has no work in flight that the owner's copy
+    /// could overtake.
+    pub(crate) fn owner_route<'a>(
         &self,
+        q: &crate::queue::QueueState,
         local: &LocalSegment,
-        owner: Rank,
-        inbox: Option<&MemoryDescriptor>,
-    ) -> bool {
-        inbox.is_some()
-            && owner != self.rank
-            && self.config.gpu_owner_copies
-            && local.is_shared_memory()
-            && local.known_by(owner)
+        end: crate::ops::RemoteEnd<'a>,
+    ) -> Option<&'a MemoryDescriptor> {
+        let r = end.segment;
+        if !r.is_gpu() || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {
+            return None;
+        }
+        let inbox = r.owner_inbox()?;
+        (self.config.gpu_owner_copies && local.is_shared_memory() && local.known_by(end.rank))
+            .then_some(inbox)
     }
 
     /// Builds and publishes one request on `lane`; returns its seq.
@@ -595,15 +600,14 @@ fn serve_entry(
             {
                 return Err(4);
             }
-            let peer = tables.remote[writer.0 as usize][seg(e.peer_seg)?.0 as usize]
-                .as_deref()
-                .ok_or(1u32)?;
-            if e.peer_offset
-                .checked_add(e.len)
-                .is_none_or(|end| end > peer.size())
-            {
-                return Err(4);
-            }
+            // Checked like any remote end; the writer checked it before
+            // posting, so a refusal means the segment changed meanwhile.
+            let max = inner.config.segment_max;
+            let peer = lookup_remote(&tables, writer, seg(e.peer_seg)?, e.peer_offset, e.len, max)
+                .map_err(|err| match err {
+                    Error::UnknownSegment { .. } => 1u32,
+                    _ => 4u32,
+                })?;
             let view = peer.gpu_view(home).map_err(|_| 3u32)?;
             let peer_ptr = view.data.ok_or(1u32)? + e.peer_offset;
             let own_ptr = own.unified_ptr(e.owner_offset, home, true);
