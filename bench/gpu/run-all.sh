@@ -21,7 +21,8 @@ timeout 900 ./gaspi-gpu-tests >"$tests" 2>&1
 tests_rc=$?
 bench() { timeout 300 ./gaspi-bench --json "$@" 2>&1 | grep -E '^\{' || echo "{\"bench\":\"$1\",\"note\":\"failed (rc ${PIPESTATUS[0]})\"}"; }
 bench notify-rtt
-bench gpu-pingpong
+bench gpu-pingpong --device-driven
+GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven
 bench gpu-bw
 if [ -x ./matvec ]; then
     # PLOT_DIR: where matvec's --plot PNG goes (default DIR).

@@ -269,7 +269,8 @@ pub fn gpu_pingpong(
         None
     };
     let mut out = Vec::new();
-    let note_pair = format!("ranks on GPUs 0 and {}", 1 % n);
+    let placement = g.segment_notification_placement(SEG)?;
+    let note_pair = format!("ranks on GPUs 0 and {}; notifications {placement}", 1 % n);
     for &size in sizes {
         let reference = if me == 0 {
             peer_copy_us(0, 1 % n, size, rounds.min(2000), 1)?
@@ -333,7 +334,7 @@ pub fn gpu_pingpong(
         if me == 0 {
             for (what, s) in &results {
                 let mut r = Record::new("gpu-pingpong", 2).with_samples(s);
-                r.transport = Some(format!("cuda-ipc {what}"));
+                r.transport = Some(format!("cuda-ipc {what} words-{placement}"));
                 r.size = Some(size);
                 r.iters = Some(s.len() as u64);
                 r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());

@@ -72,8 +72,8 @@ enum Cmd {
     GpuPingpong {
         #[arg(long, value_delimiter = ',')]
         sizes: Vec<u64>,
-        /// Also run the kernel-driven ping-pong (known to fault with an
-        /// illegal address across two GPUs: see BENCHMARKS.md).
+        /// Also run the kernel-driven ping-pong (a persistent kernel on each
+        /// side sends with the device-side write_notify).
         #[arg(long)]
         device_driven: bool,
     },

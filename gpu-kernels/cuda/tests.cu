@@ -118,3 +118,66 @@ extern "C" __global__ void test_ring_flood(gaspi_device_ctx ctx, unsigned int se
     __syncthreads();
     if (threadIdx.x == 0) gaspi_ring_quiet(ctx);
 }
+
+// Kernel-to-kernel ping-pong with payload between two ranks' GPU segments
+// (one warp per side). Incoming words at offset 0, outgoing at `out_off`.
+// Round r: the initiator fills its outgoing words with test_pattern(r, i)
+// and sends them with write_notify (notification 0, value r); the responder
+// waits for it, checks every word, answers with word + 1 (notification 1,
+// value r); the initiator checks the answer.
+extern "C" __global__ void test_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                                             unsigned int words, unsigned int rounds, unsigned int out_off,
+                                             unsigned int initiator, unsigned int* status) {
+    if (threadIdx.x >= 32) return;
+    const unsigned int lane = threadIdx.x;
+    const unsigned int* in = reinterpret_cast<const unsigned int*>(gaspi_segment_ptr(ctx, seg, 0));
+    unsigned int* out = reinterpret_cast<unsigned int*>(gaspi_segment_ptr(ctx, seg, out_off));
+    if (in == nullptr || out == nullptr) {
+        if (lane == 0) test_fail(status, 1, 0, 0, 0);
+        return;
+    }
+    const unsigned int wait_id = initiator ? 1u : 0u;
+    for (unsigned int r = 1; r <= rounds; ++r) {
+        if (initiator) {
+            for (unsigned int i = lane; i < words; i += 32) out[i] = test_pattern(r, i);
+            __syncwarp();
+            const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)words * 4u, 0, r);
+            if (rc != GASPI_DEV_SUCCESS) {
+                if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
+                return;
+            }
+        }
+        // Bounded (10 s): a peer that failed must not hang the test.
+        const int id = gaspi_notify_waitsome_timeout(ctx, seg, wait_id, 1, 10000000000ull);
+        if (id != (int)wait_id) {
+            if (lane == 0) test_fail(status, 2, r, (unsigned int)id, 0);
+            return;
+        }
+        unsigned int v = 0;
+        if (lane == 0) v = gaspi_notify_reset(ctx, seg, wait_id);
+        v = __shfl_sync(0xffffffffu, v, 0);
+        if (v != r) {
+            if (lane == 0) test_fail(status, 3, r, v, 0);
+            return;
+        }
+        const unsigned int add = initiator ? 1u : 0u;
+        bool bad = false;
+        for (unsigned int i = lane; i < words; i += 32) {
+            const unsigned int x = in[i];
+            if (x != test_pattern(r, i) + add && !bad) {
+                test_fail(status, 4, r, i, x);
+                bad = true;
+            }
+            if (!initiator) out[i] = x + 1u;
+        }
+        if (__any_sync(0xffffffffu, bad)) return;
+        if (!initiator) {
+            __syncwarp();
+            const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)words * 4u, 1, r);
+            if (rc != GASPI_DEV_SUCCESS) {
+                if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
+                return;
+            }
+        }
+    }
+}

@@ -367,6 +367,11 @@ mod tests {
                         "ring_stress.cu",
                         &["ring_stress", "gaspi_layout_probe"][..],
                     ),
+                    (
+                        TESTS_SOURCE,
+                        "tests.cu",
+                        &["test_echo", "test_ordering", "test_gpu_pingpong"][..],
+                    ),
                 ] {
                     let ptx = compile(source, name)
                         .unwrap_or_else(|e| panic!("{e}"))

@@ -64,6 +64,68 @@ pub struct Config {
     /// CUDA stream, which would time-slice the GPU with the owner's kernels
     /// (`GASPI_GPU_OWNER_COPIES=0` to turn off).
     pub gpu_owner_copies: bool,
+    /// Where the notification words of this rank's GPU segments live
+    /// (`GASPI_GPU_NOTIFICATIONS=host-mapped|device`).
+    pub gpu_notifications: NotificationPlacement,
+}
+
+/// Where the notification words of a GPU segment live.
+///
+/// Each placement makes one side's accesses cheap and the other's dear: a
+/// word is fast to poll where it lives, and the writer pays for reaching
+/// it.
+///
+/// ```
+/// use gaspi::{Config, NotificationPlacement};
+/// let c = Config::default().gpu_notifications(NotificationPlacement::Device);
+/// assert_eq!(c.gpu_notifications.to_string(), "device");
+/// let parsed: NotificationPlacement = "host-mapped".parse()?;
+/// assert_eq!(parsed, NotificationPlacement::HostMapped);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NotificationPlacement {
+    /// Pinned host memory mapped into the GPU (the default; works on every
+    /// machine): CPU writers set a word with a plain store, kernels poll it
+    /// across PCIe (about a microsecond per look).
+    #[default]
+    HostMapped,
+    /// GPU memory next to the segment's data: kernels of the owner poll
+    /// their own memory and kernels of a peer GPU store into it over
+    /// NVLink or PCIe peer-to-peer, the fastest for GPU-to-GPU traffic.
+    /// CPU writers reach it through stream memory operations
+    /// (`cuStreamWriteValue32`, microseconds), and the owner's CPU waits
+    /// by polling it with copies and resets it with a one-thread kernel:
+    /// choose it when kernels, not CPU threads, wait.
+    Device,
+}
+
+impl std::fmt::Display for NotificationPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotificationPlacement::HostMapped => "host-mapped",
+            NotificationPlacement::Device => "device",
+        })
+    }
+}
+
+impl std::str::FromStr for NotificationPlacement {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "host-mapped" | "host" => Ok(NotificationPlacement::HostMapped),
+            "device" => Ok(NotificationPlacement::Device),
+            "gdrcopy" => Err(Error::Config(
+                "the gdrcopy placement of notification words is not wired into segments yet \
+                 (gaspi_notify::gdrcopy has the binding); use host-mapped or device"
+                    .into(),
+            )),
+            other => Err(Error::Config(format!(
+                "GASPI_GPU_NOTIFICATIONS={other:?}: expected host-mapped or device"
+            ))),
+        }
+    }
 }
 
 impl Default for Config {
@@ -84,6 +146,7 @@ impl Default for Config {
             gpu_device: None,
             pin_host_segments: true,
             gpu_owner_copies: true,
+            gpu_notifications: NotificationPlacement::HostMapped,
         }
     }
 }
@@ -136,6 +199,9 @@ impl Config {
         if let Some(v) = env_u64("GASPI_GPU_OWNER_COPIES")? {
             c.gpu_owner_copies = v != 0;
         }
+        if let Ok(v) = std::env::var("GASPI_GPU_NOTIFICATIONS") {
+            c.gpu_notifications = v.parse()?;
+        }
         Ok(c)
     }
 
@@ -182,6 +248,11 @@ impl Config {
     /// Sets whether owners of GPU segments run the copies CPU ranks post.
     pub fn gpu_owner_copies(mut self, on: bool) -> Self {
         self.gpu_owner_copies = on;
+        self
+    }
+    /// Sets where the notification words of GPU segments live.
+    pub fn gpu_notifications(mut self, placement: NotificationPlacement) -> Self {
+        self.gpu_notifications = placement;
         self
     }
     /// Sets how long waiters spin before they sleep.
@@ -246,5 +317,32 @@ impl Config {
             return bad(format!("group_max {} must be 1..=64", self.group_max));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notification_placements_parse_and_print() {
+        for p in [
+            NotificationPlacement::HostMapped,
+            NotificationPlacement::Device,
+        ] {
+            assert_eq!(p.to_string().parse::<NotificationPlacement>().ok(), Some(p));
+        }
+        assert_eq!(
+            " device ".parse::<NotificationPlacement>().ok(),
+            Some(NotificationPlacement::Device)
+        );
+        let gdr = "gdrcopy".parse::<NotificationPlacement>().unwrap_err();
+        assert!(gdr.to_string().contains("not wired"), "{gdr}");
+        let bad = "gpu".parse::<NotificationPlacement>().unwrap_err();
+        assert!(bad.to_string().contains("host-mapped or device"), "{bad}");
+        assert_eq!(
+            Config::default().gpu_notifications,
+            NotificationPlacement::HostMapped
+        );
     }
 }

@@ -62,7 +62,9 @@ pub(crate) struct Inner {
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
     /// The device whose streams carry GPU copies (see `gpu/`).
-    pub gpu_home: std::sync::OnceLock<u32>,
+    /// Shared with the transports: a peer's GPU memory is opened, on
+    /// first use, in the context of the home device as it is then.
+    pub gpu_home: std::sync::Arc<std::sync::OnceLock<u32>>,
     /// This rank's inbox and its lanes into peers' (see `gpu/owner_copy.rs`).
     pub owner_copies: crate::gpu::owner_copy::OwnerCopies,
 }
@@ -276,7 +278,7 @@ impl Inner {
                 rank: owner,
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
-        let remote = transport.attach(owner, desc, self.gpu_home.get().copied())?;
+        let remote = transport.attach(owner, desc, &self.gpu_home)?;
         self.tables
             .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())
@@ -441,7 +443,7 @@ impl Gaspi {
             tokens: AtomicU64::new(1),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
-            gpu_home: std::sync::OnceLock::new(),
+            gpu_home: Default::default(),
             owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),
             peers,
             config,
@@ -557,5 +559,9 @@ impl Gaspi {
 impl Drop for Gaspi {
     fn drop(&mut self) {
         self.shutdown();
+        // This thread's cached table snapshot would otherwise free the
+        // segments (GPU memory, mappings) from a thread-local destructor at
+        // exit, where logging from their Drop panics.
+        crate::tables::forget_cached();
     }
 }

@@ -2,6 +2,7 @@
 //! queues, barrier. Every call checks all of its input before it sends or
 //! writes anything; transports are reached only with valid arguments.
 
+use crate::config::NotificationPlacement;
 use crate::context::{Gaspi, Inner};
 use crate::error::{Error, Result, Side};
 use crate::segment::{check_bounds, LocalSegment, Segment};
@@ -153,7 +154,7 @@ impl Inner {
             }
         }
         match after {
-            Some((id, value)) => self.owner_notify(&q.gpu, to.rank, to.seg, id, value),
+            Some((id, value)) => self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value),
             None => Ok(()),
         }
     }
@@ -169,9 +170,18 @@ impl Inner {
         value: u32,
     ) -> Result<()> {
         if q.gpu.owner_pending_to(to.rank) {
-            self.owner_notify(&q.gpu, to.rank, to.seg, id, value)
+            self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
         } else if q.gpu.pending() {
             self.gpu_notify(&q.gpu, to.segment, id, value)
+        } else if to.segment.notifications_in_gpu_memory() {
+            // No CPU store reaches the word: the owner's inbox thread or
+            // this rank's queue stream writes it.
+            match to.segment.owner_inbox() {
+                Some(inbox) if self.config.gpu_owner_copies && to.rank != self.rank => {
+                    self.owner_notify(&q.gpu, to.rank, Some(inbox), to.seg, id, value)
+                }
+                _ => self.gpu_notify(&q.gpu, to.segment, id, value),
+            }
         } else {
             to.segment.notify(id, value)
         }
@@ -280,6 +290,7 @@ impl Gaspi {
                     device,
                     inner.config.notification_num,
                     inner.config.effective_spin(),
+                    inner.config.gpu_notifications,
                 )?;
                 // The first GPU segment's device carries this rank's copies
                 // unless the config names another.
@@ -292,7 +303,11 @@ impl Gaspi {
                     s.descriptor.inbox = Some(inner.owner_inbox(home)?);
                 }
                 tracing::info!(
-                    "{seg} in the memory of GPU {device}; notifications host-mapped (pinned host memory polled by kernels)"
+                    "{seg} in the memory of GPU {device}; notifications {}",
+                    match inner.config.gpu_notifications {
+                        NotificationPlacement::Device => "in GPU memory (device placement)",
+                        _ => "host-mapped (pinned host memory polled by kernels)",
+                    }
                 );
                 s
             }
@@ -314,7 +329,7 @@ impl Gaspi {
         let own: Box<dyn RemoteSegment> = if s.is_gpu() {
             Box::new(crate::transport::cuda_ipc::OwnGpuSegment(s.clone()))
         } else {
-            transport.attach(me, &s.descriptor, None)?
+            transport.attach(me, &s.descriptor, &inner.gpu_home)?
         };
         inner.tables.update(|t| {
             if t.local(seg.0 as usize).is_some() {
@@ -510,6 +525,28 @@ impl Gaspi {
     /// Size of segment `seg` in bytes.
     pub fn segment_size(&self, seg: SegId) -> Result<u64> {
         Ok(self.inner.local_segment(seg)?.size as u64)
+    }
+
+    /// Where the notification words of local segment `seg` live: in GPU
+    /// memory for a GPU segment made under
+    /// [`NotificationPlacement::Device`], else in host memory (which kernels
+    /// reach mapped, across PCIe).
+    ///
+    /// ```
+    /// use gaspi::{Config, Gaspi, Memory, NotificationPlacement, SegId};
+    /// let g = Gaspi::init(Config::default())?;
+    /// g.segment_alloc(SegId(0), 4096, Memory::Host)?;
+    /// assert_eq!(
+    ///     g.segment_notification_placement(SegId(0))?,
+    ///     NotificationPlacement::HostMapped
+    /// );
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn segment_notification_placement(&self, seg: SegId) -> Result<NotificationPlacement> {
+        Ok(match self.inner.local_segment(seg)?.device_words {
+            Some(_) => NotificationPlacement::Device,
+            None => NotificationPlacement::HostMapped,
+        })
     }
 
     /// Ids of this rank's segments, ascending.
@@ -757,7 +794,10 @@ impl Gaspi {
             let area = &s.notifications;
             area.check_range(begin.0, num)
                 .map_err(|_| out_of_range(area.count()))?;
-            Ok(area.scan(begin.0, num))
+            match &s.device_words {
+                Some(words) => words.scan(begin.0, num),
+                None => Ok(area.scan(begin.0, num)),
+            }
         })?;
         let stats = &self.inner.stats;
         stats.call(Op::NotifyWaitsome, Counter::None, 0);
@@ -768,7 +808,10 @@ impl Gaspi {
         let s = self.inner.local_segment(seg)?;
         let area = &s.notifications;
         let t = std::time::Instant::now();
-        let found = area.wait_until(timeout.deadline(), || area.scan(begin.0, num));
+        let found = match &s.device_words {
+            Some(words) => poll_device_words(words, begin.0, num, timeout.deadline())?,
+            None => area.wait_until(timeout.deadline(), || area.scan(begin.0, num)),
+        };
         stats.waited(t.elapsed());
         match found {
             Some(id) => Ok(NotifyId(id)),
@@ -782,15 +825,22 @@ impl Gaspi {
     /// returns the value it had (0 if it was not set).
     pub fn notify_reset(&self, seg: SegId, id: NotifyId) -> Result<u32> {
         self.inner.with_local(seg, |s, _| {
-            s.notifications
-                .reset(id.0)
-                .map_err(|_| Error::NotifyIdOutOfRange {
-                    rank: self.inner.rank,
-                    seg,
-                    id,
-                    num: 1,
-                    count: s.notifications.count(),
-                })
+            let out_of_range = || Error::NotifyIdOutOfRange {
+                rank: self.inner.rank,
+                seg,
+                id,
+                num: 1,
+                count: s.notifications.count(),
+            };
+            match &s.device_words {
+                Some(words) => {
+                    s.notifications
+                        .check_range(id.0, 1)
+                        .map_err(|_| out_of_range())?;
+                    words.reset(id.0)
+                }
+                None => s.notifications.reset(id.0).map_err(|_| out_of_range()),
+            }
         })
     }
 
@@ -824,5 +874,28 @@ impl Gaspi {
         let r = crate::collectives::barrier::barrier(&self.inner, group, timeout);
         stats.waited(t.elapsed());
         r
+    }
+}
+
+/// Waits for one of the words `begin..begin + num` in GPU memory to become
+/// non-zero (the `device` placement, `gpu/device_words.rs`): nothing can
+/// wake a CPU waiter there, so it polls with copies, pausing a little
+/// longer each time (up to 100 us) so that a long wait costs little.
+fn poll_device_words(
+    words: &crate::gpu::device_words::DeviceWords,
+    begin: u32,
+    num: u32,
+    deadline: Option<std::time::Instant>,
+) -> Result<Option<u32>> {
+    let mut pause = std::time::Duration::from_micros(1);
+    loop {
+        if let Some(id) = words.scan(begin, num)? {
+            return Ok(Some(id));
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Ok(None);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_micros(100));
     }
 }

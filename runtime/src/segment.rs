@@ -14,7 +14,9 @@
 //! store: the *host-mapped* placement, which works on every machine (see
 //! `gpu/` for why the others are not the default).
 
+use crate::config::NotificationPlacement;
 use crate::error::{Error, Result, Side};
+use crate::gpu::device_words::{self, DeviceWords};
 use crate::types::{Rank, SegId};
 use bytemuck::Pod;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
@@ -42,6 +44,12 @@ pub struct SegmentDescriptor {
     /// `gpu/owner_copy.rs`); `None`: writers copy themselves.
     #[serde(default)]
     pub inbox: Option<MemoryDescriptor>,
+    /// GPU segments with the `device` placement: where the notification
+    /// words start in the data's allocation, counted from the data's first
+    /// byte (see `gpu/device_words.rs`); `None`: they are the words of the
+    /// area in `notifications`.
+    #[serde(default)]
+    pub device_words_offset: Option<u64>,
 }
 
 const PAGE: usize = 4096;
@@ -96,6 +104,9 @@ pub(crate) struct LocalSegment {
     registration: OnceLock<std::result::Result<HostRegistration, gpu::GpuError>>,
     /// Ranks this segment was registered with (they map it).
     known_by: Mutex<Vec<Rank>>,
+    /// The words themselves when they live in GPU memory (the `device`
+    /// placement); the area's words then stay unused.
+    pub device_words: Option<DeviceWords>,
     _storage: Storage,
 }
 
@@ -147,27 +158,44 @@ impl LocalSegment {
                 notifications_offset: notif_at as u64,
                 notification_count,
                 inbox: None,
+                device_words_offset: None,
             },
             gpu: None,
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
+            device_words: None,
             _storage: Storage::Shared(shm),
         })
     }
 
     /// Allocates a segment of `size` bytes in the memory of GPU `device`,
-    /// with its notification words in a registered memfd.
+    /// with its notification words where `placement` says: in a registered
+    /// memfd (host-mapped) or in the same allocation past the data.
     pub fn alloc_gpu(
         id: SegId,
         size: usize,
         device: u32,
         notification_count: u32,
         spin: std::time::Duration,
+        placement: NotificationPlacement,
     ) -> Result<LocalSegment> {
         if size == 0 {
             return Err(Error::ZeroSize { what: "a segment" });
         }
-        let memory = GpuMemory::alloc(device, size)?;
+        let words_at = match placement {
+            NotificationPlacement::Device => Some(device_words::words_offset(size)),
+            _ => None,
+        };
+        let alloc_len = words_at.map_or(size, |at| at + 4 * notification_count as usize);
+        let memory = GpuMemory::alloc(device, alloc_len)?;
+        let device_words = match words_at {
+            Some(at) => Some(DeviceWords::new(
+                device,
+                memory.device_ptr() + at as u64,
+                notification_count,
+            )?),
+            None => None,
+        };
         let stream = GpuStream::new(device)?;
         let handle = memory.ipc_handle()?;
         let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
@@ -179,7 +207,7 @@ impl LocalSegment {
             device,
             handle: handle.to_vec(),
             offset: memory.ipc_offset(),
-            len: size as u64,
+            len: alloc_len as u64,
         };
         let segment = LocalSegment {
             id,
@@ -194,6 +222,7 @@ impl LocalSegment {
                 notifications_offset: 0,
                 notification_count,
                 inbox: None,
+                device_words_offset: words_at.map(|at| at as u64),
             },
             gpu: Some(GpuData {
                 memory,
@@ -202,6 +231,7 @@ impl LocalSegment {
             }),
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
+            device_words,
             _storage: Storage::Gpu(shm),
         };
         // A kernel polls the words: register them now, not on first use.
@@ -240,10 +270,12 @@ impl LocalSegment {
                 notifications_offset: 0,
                 notification_count,
                 inbox: None,
+                device_words_offset: None,
             },
             gpu: None,
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
+            device_words: None,
             _storage: Storage::Bound(shm, owned),
         })
     }
@@ -322,7 +354,11 @@ impl LocalSegment {
             // Bound user memory is not registered: the kernel cannot reach it.
             None => 0,
         };
-        Ok((data, reg.device_ptr() + notif_offset))
+        let words = match &self.device_words {
+            Some(w) => w.base,
+            None => reg.device_ptr() + notif_offset,
+        };
+        Ok((data, words))
     }
 
     /// Copies `bytes` into the data at `offset` (checked by the caller).

@@ -53,6 +53,11 @@ thread_local! {
     static CACHE: Cell<Cached> = const { Cell::new(None) };
 }
 
+/// Drops this thread's cached snapshot (if any) now.
+pub(crate) fn forget_cached() {
+    let _ = CACHE.try_with(|c| c.take());
+}
+
 impl std::fmt::Debug for Tables {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Tables")

@@ -16,6 +16,14 @@
 //!   1 B to 4 MiB + 5 at odd offsets: CPU to GPU and GPU to CPU.
 //! - `gpu-gpu`: the same between two GPU segments (two GPUs when the host
 //!   has them: CUDA IPC and peer access).
+//! - `host-gpu-device-words`, `gpu-gpu-device-words`: the same with the
+//!   GPU segments' notification words in GPU memory (the `device`
+//!   placement: CPU writers set them with stream writes, the owner's CPU
+//!   polls them with copies and resets them with a kernel).
+//! - `kernel-gpu-gpu` (and `-device-words`): kernels on two ranks' GPUs
+//!   (two GPUs when there are two) bounce 20,000 checked 256-byte payloads
+//!   (200 when both share one GPU and take turns on it)
+//!   with the device-side `write_notify`, each waiting with the device API.
 //! - `kernel-echo`: a persistent kernel waits for notifications with the
 //!   device API, checks each 64-byte payload, and answers with the
 //!   device-side `write_notify`: 100,000 round trips, checked on both sides.
@@ -30,7 +38,10 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gaspi::cuda::{GpuError, PinnedHostMemory};
-use gaspi::{Config, Error, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+use gaspi::{
+    Config, Error, Gaspi, Group, Memory, NotificationPlacement, NotifyId, Queue, Rank, SegId,
+    Timeout,
+};
 use rand::{Rng, SeedableRng};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -39,12 +50,16 @@ use std::time::{Duration, Instant};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const SKIP_CODE: i32 = 77;
-const CASES: [&str; 7] = [
+const CASES: [&str; 11] = [
     "no-driver",
     "host-gpu",
     "host-gpu-writer-copies",
+    "host-gpu-device-words",
     "gpu-gpu",
+    "gpu-gpu-device-words",
     "kernel-echo",
+    "kernel-gpu-gpu",
+    "kernel-gpu-gpu-device-words",
     "ordering",
     "full-ring",
 ];
@@ -141,10 +156,10 @@ fn gpus() -> Res<u32> {
 fn run_case(name: &str) -> Res {
     match name {
         "no-driver" => no_driver(),
-        "host-gpu" | "host-gpu-writer-copies" => {
+        "host-gpu" | "host-gpu-writer-copies" | "host-gpu-device-words" => {
             let n = gpus()?;
-            let owner_copies = name == "host-gpu";
-            directions(owner_copies, |rank| {
+            let owner_copies = name != "host-gpu-writer-copies";
+            directions(owner_copies, placement(name), |rank| {
                 if rank == 0 {
                     Memory::Host
                 } else {
@@ -152,9 +167,13 @@ fn run_case(name: &str) -> Res {
                 }
             })
         }
-        "gpu-gpu" => {
+        "gpu-gpu" | "gpu-gpu-device-words" => {
             let n = gpus()?;
-            directions(true, |rank| Memory::Gpu(rank % n))
+            directions(true, placement(name), |rank| Memory::Gpu(rank % n))
+        }
+        "kernel-gpu-gpu" | "kernel-gpu-gpu-device-words" => {
+            let n = gpus()?;
+            kernel_gpu_gpu(n, placement(name))
         }
         "kernel-echo" => {
             gpus()?;
@@ -169,6 +188,15 @@ fn run_case(name: &str) -> Res {
             full_ring()
         }
         other => Err(format!("unknown case {other:?}; cases: {CASES:?}").into()),
+    }
+}
+
+/// The notification placement a case name asks for.
+fn placement(case: &str) -> NotificationPlacement {
+    if case.ends_with("-device-words") {
+        NotificationPlacement::Device
+    } else {
+        NotificationPlacement::HostMapped
     }
 }
 
@@ -224,16 +252,29 @@ fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
 /// Random data in every direction between two ranks whose segments are of
 /// `kind`; `owner_copies`: whether owners run the copies CPU ranks post
 /// into their GPU segments (checked in the statistics).
-fn directions(owner_copies: bool, kind: impl Fn(u32) -> Memory) -> Res {
+fn directions(
+    owner_copies: bool,
+    placement: NotificationPlacement,
+    kind: impl Fn(u32) -> Memory,
+) -> Res {
     let config = Config::from_env()?
         .standalone_ranks(2)
-        .gpu_owner_copies(owner_copies);
+        .gpu_owner_copies(owner_copies)
+        .gpu_notifications(placement);
     let g = Gaspi::init(config)?;
     let me = g.rank().0;
     let peer = Rank(1 - me);
     const MAX: u64 = (4 << 20) + 64;
     // Outgoing area at 0, incoming at MAX, read-back area at 2*MAX.
     let seg = g.segment_create(SEG, 3 * MAX, kind(me), Group::ALL, Timeout::Block)?;
+    let placed = g.segment_notification_placement(SEG)?;
+    let expect = match kind(me) {
+        Memory::Host => NotificationPlacement::HostMapped,
+        _ => placement,
+    };
+    if placed != expect {
+        return Err(format!("rank {me}: notifications {placed}, expected {expect}").into());
+    }
     let sizes = [1u64, 8, 4096, 65_539, (4 << 20) + 5];
     let mut checked = 0u64;
     for (round, &size) in sizes.iter().enumerate() {
@@ -307,7 +348,7 @@ fn directions(owner_copies: bool, kind: impl Fn(u32) -> Memory) -> Res {
     }
     g.term()?;
     println!(
-        "OK rank {me} ({:?}) checked {checked} bytes written and read ({by_owner} copies run by the owner)",
+        "OK rank {me} ({:?}, notifications {placed}) checked {checked} bytes written and read ({by_owner} copies run by the owner)",
         kind(me)
     );
     Ok(())
@@ -350,6 +391,64 @@ impl Kernels {
 
 fn pattern(r: u32, i: u32) -> u32 {
     r.wrapping_mul(2654435761) ^ (i.wrapping_mul(40503).wrapping_add(17))
+}
+
+/// Two kernels, one per rank (on two GPUs when there are two), bounce
+/// checked payloads with the device-side write_notify.
+fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
+    const WORDS: u32 = 64;
+    const OUT: u32 = 4096;
+    // Two processes' kernels on one GPU run in turns (time slices of
+    // milliseconds, no MPS): fewer rounds there, same checks.
+    let rounds_here: u32 = if n >= 2 { 20_000 } else { 200 };
+    let g = Gaspi::init(
+        Config::from_env()?
+            .standalone_ranks(2)
+            .gpu_notifications(placement),
+    )?;
+    let me = g.rank().0;
+    let device = me % n;
+    g.segment_create(SEG, 8192, Memory::Gpu(device), Group::ALL, Timeout::Block)?;
+    let dctx = g.device_context(device)?;
+    let k = kernels(&dctx)?;
+    let f = gaspi::kernels::function(&k.module, "test_gpu_pingpong")?;
+    let arg = dctx.kernel_arg();
+    let (seg, peer, words, rounds, out) = (SEG.0 as u32, 1 - me, WORDS, rounds_here, OUT);
+    let initiator = u32::from(me == 0);
+    let status = k.status.device_ptr();
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    g.barrier(Group::ALL, WAIT)?; // both device contexts are built
+    let t = Instant::now();
+    // SAFETY: test_gpu_pingpong(gaspi_device_ctx, 6 x unsigned, unsigned*)
+    // matches the arguments; the context and the status memory outlive the
+    // kernel (synchronised in `check`).
+    unsafe {
+        k.stream
+            .launch_builder(&f)
+            .arg(&arg)
+            .arg(&seg)
+            .arg(&peer)
+            .arg(&words)
+            .arg(&rounds)
+            .arg(&out)
+            .arg(&initiator)
+            .arg(&status)
+            .launch(cfg)?
+    };
+    k.check("test_gpu_pingpong")?;
+    let secs = t.elapsed().as_secs_f64();
+    g.barrier(Group::ALL, WAIT)?;
+    g.term()?;
+    println!(
+        "OK rank {me} (GPU {device}, notifications {placement}): {rounds} kernel-to-kernel round trips of {} bytes checked ({:.2} us each, launch included)",
+        WORDS * 4,
+        secs * 1e6 / rounds as f64
+    );
+    Ok(())
 }
 
 fn kernel_echo() -> Res {

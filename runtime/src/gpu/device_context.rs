@@ -285,6 +285,11 @@ impl Inner {
         let Some(data) = view.data else {
             return Ok(None);
         };
+        if view.mapped_in.is_some_and(|d| d != ctx.device()) {
+            // Opened (by a copy) before this rank had a GPU of its own, in
+            // another device's context: the kernel goes through the ring.
+            return Ok(None);
+        }
         if let Some(owner) = view.device {
             if owner != ctx.device() {
                 let peer = GpuContext::new(owner)?;

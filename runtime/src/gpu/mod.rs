@@ -28,6 +28,7 @@
 //! request ring through which kernels reach targets they cannot store into.
 
 pub(crate) mod device_context;
+pub(crate) mod device_words;
 pub(crate) mod owner_copy;
 
 pub use device_context::{DeviceContext, DeviceContextOptions};
@@ -37,7 +38,7 @@ use crate::error::Result;
 use crate::segment::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
 use crate::types::Rank;
-use gaspi_segments::gpu::{self, GpuStream};
+use gaspi_segments::gpu::{self, GpuMemory, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -49,6 +50,10 @@ pub(crate) struct QueueStream {
     /// for it, see `owner_copy`).
     pub index: u32,
     stream: OnceLock<GpuStream>,
+    /// A word of GPU memory on the home device through which the stream
+    /// relays notifications into a peer GPU's memory (see `stream_notify`);
+    /// locked while a relay's two operations are enqueued.
+    relay: Mutex<Option<GpuMemory>>,
     pending: AtomicBool,
     /// Whether `owners` is non-empty (checked without the lock).
     owner_pending: AtomicBool,
@@ -157,7 +162,7 @@ impl Inner {
         }
         qs.pending.store(true, Ordering::Relaxed);
         match notify {
-            Some((id, value)) => self.stream_notify(stream, &view, id, value),
+            Some((id, value)) => self.stream_notify(qs, stream, &view, id, value),
             None => Ok(()),
         }
     }
@@ -172,13 +177,48 @@ impl Inner {
     ) -> Result<()> {
         let view = r.gpu_view(self.home_device())?;
         let stream = self.queue_stream(qs)?;
-        self.stream_notify(stream, &view, id, value)
+        self.stream_notify(qs, stream, &view, id, value)
     }
 
-    fn stream_notify(&self, stream: &GpuStream, view: &GpuView, id: u32, value: u32) -> Result<()> {
-        // SAFETY: the id was checked against the area, which stays mapped
-        // and registered while its remote segment lives (see gpu_put).
-        unsafe { gpu::stream_write_u32(stream, view.notifications + 4 * id as u64, value)? };
+    /// Sets notification `id` of `view` on `stream`, after its earlier work.
+    ///
+    /// Stream memory operations reach host memory and this process's own
+    /// GPU memory, but the driver refuses them on another process's GPU
+    /// memory opened with CUDA IPC (the `device` placement of a peer's
+    /// words). There the stream writes the value into a relay word of its
+    /// own device and copies those 4 bytes to the peer: both in stream
+    /// order, so one relay word per stream is enough, and the copy lands
+    /// after the data as the write would.
+    fn stream_notify(
+        &self,
+        qs: &QueueStream,
+        stream: &GpuStream,
+        view: &GpuView,
+        id: u32,
+        value: u32,
+    ) -> Result<()> {
+        let word = view.notifications + 4 * id as u64;
+        if !view.words_in_peer_gpu {
+            // SAFETY: the id was checked against the area, which stays
+            // mapped and registered while its remote segment lives (see
+            // gpu_put).
+            unsafe { gpu::stream_write_u32(stream, word, value)? };
+            return Ok(());
+        }
+        // Held until both are enqueued: another thread's relay on this
+        // stream must not overwrite the word between them.
+        let mut relay = qs.relay.lock().unwrap_or_else(|p| p.into_inner());
+        if relay.is_none() {
+            *relay = Some(GpuMemory::alloc(self.home_device(), 4)?);
+        }
+        let relay = relay.as_ref().expect("set just above");
+        // SAFETY: the relay word is this queue's GPU memory, alive as long
+        // as the queue; the peer's word lies in its IPC mapping, alive while
+        // the remote segment lives (see gpu_put); both run in stream order.
+        unsafe {
+            gpu::stream_write_u32(stream, relay.device_ptr(), value)?;
+            gpu::copy_unified(stream, word, relay.device_ptr(), 4)?;
+        }
         Ok(())
     }
 

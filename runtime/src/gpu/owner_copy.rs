@@ -423,25 +423,31 @@ impl Inner {
     }
 
     /// Posts a notification that the owner sets after the lane's earlier
-    /// requests (the ordering of a `notify` after writes on one queue).
+    /// requests (the ordering of a `notify` after writes on one queue), or
+    /// on its own when the words are out of a CPU store's reach (the
+    /// `device` placement). `inbox`: the owner's, when the lane may not be
+    /// mapped yet; `None` when requests to `owner` are outstanding.
     pub(crate) fn owner_notify(
         &self,
         qs: &super::QueueStream,
         owner: Rank,
+        inbox: Option<&MemoryDescriptor>,
         remote: SegId,
         id: u32,
         value: u32,
     ) -> Result<()> {
-        // Requests to `owner` are outstanding (the caller checked): its
-        // lane is mapped.
-        let Some(Ok(lane)) = self.owner_copies.lanes[owner.0 as usize].get() else {
-            return Err(Error::OwnerCopyFailed {
-                rank: owner,
-                reason: "its inbox cannot be mapped",
-            });
+        let lane = match (inbox, self.owner_copies.lanes[owner.0 as usize].get()) {
+            (_, Some(Ok(lane))) => lane.clone(),
+            (Some(inbox), _) => self.writer_lane(owner, inbox)?,
+            (None, _) => {
+                return Err(Error::OwnerCopyFailed {
+                    rank: owner,
+                    reason: "its inbox cannot be mapped",
+                })
+            }
         };
         let (peer, own, notify) = ((SegId(0), 0), (remote, 0), Some((id, value)));
-        let seq = self.owner_post(qs, owner, lane, Kind::Notify, peer, own, 0, notify)?;
+        let seq = self.owner_post(qs, owner, &lane, Kind::Notify, peer, own, 0, notify)?;
         qs.owner_posted(owner, seq);
         Ok(())
     }
@@ -625,6 +631,11 @@ fn serve_entry(
         k if k == Kind::Notify as u32 => {}
         _ => return Err(4),
     }
+    // The notification (if any) and the writer's completion word, in that
+    // order, with one driver call: per request the thread makes two calls
+    // (copy, writes) instead of three.
+    let mut writes = [(completed, e.seq); 2];
+    let mut n = 1;
     if e.notify_value != 0 {
         if own
             .notifications
@@ -635,13 +646,12 @@ fn serve_entry(
         }
         let (_, words) = own.kernel_view(home).map_err(|_| 3u32)?;
         own.notifications.mark_silent_writer();
-        // SAFETY: the id was checked against the area, registered with CUDA
-        // for as long as the segment lives.
-        cuda(unsafe {
-            gpu::stream_write_u32(stream, words + 4 * e.notify_id as u64, e.notify_value)
-        })?;
+        writes[0] = (words + 4 * e.notify_id as u64, e.notify_value);
+        n = 2;
     }
-    // SAFETY: `completed` is a word of the registered inbox, alive until
-    // the server returns (after its streams are dropped).
-    cuda(unsafe { gpu::stream_write_u32(stream, completed, e.seq) })
+    // SAFETY: the notification id was checked against the area, registered
+    // with CUDA for as long as the segment lives; `completed` is a word of
+    // the registered inbox, alive until the server returns (after its
+    // streams are dropped).
+    cuda(unsafe { gpu::stream_write_u32s(stream, &writes[..n]) })
 }

@@ -30,15 +30,20 @@ struct CudaIpcSegment {
     device: u32,
     handle: [u8; 64],
     ipc_offset: u64,
-    /// Where to open the handle when first needed: this rank's GPU at
-    /// attach time, else the owner's device.
-    open_in: u32,
+    /// This rank's GPU, once it has one: the handle is opened in its
+    /// context when first needed (else in the owner's device's). Read
+    /// then, not at attach time: a peer's segment may arrive before this
+    /// rank made its own first GPU segment.
+    home: Arc<OnceLock<u32>>,
     /// The data opened with CUDA IPC and a stream for the blocking
     /// `put`/`get` fallback, made on first use: a CPU rank whose copies
     /// the owner runs (`gpu/owner_copy.rs`) never creates a CUDA context.
     opened: OnceLock<std::result::Result<(GpuIpcMapping, GpuStream), GpuError>>,
     /// The owner's inbox, if it published one.
     inbox: Option<MemoryDescriptor>,
+    /// Where the notification words start in the data's allocation (the
+    /// `device` placement), from the data's first byte.
+    device_words_offset: Option<u64>,
     notifications: NotificationArea,
     notifications_offset: usize,
     /// Dropped (unregistered) before `mapping`.
@@ -63,7 +68,7 @@ unsafe impl Sync for CudaIpcSegment {}
 /// into it over NVLink or PCIe. Otherwise in the owner's device's context.
 pub(crate) fn attach(
     desc: &SegmentDescriptor,
-    home: Option<u32>,
+    home: &Arc<OnceLock<u32>>,
 ) -> Result<Box<dyn RemoteSegment>> {
     let MemoryDescriptor::GpuIpc {
         device,
@@ -103,9 +108,10 @@ pub(crate) fn attach(
         device: *device,
         handle,
         ipc_offset: *offset + desc.data_offset,
-        open_in: home.unwrap_or(*device),
+        home: home.clone(),
         opened: OnceLock::new(),
         inbox: desc.inbox.clone(),
+        device_words_offset: desc.device_words_offset,
         notifications,
         notifications_offset,
         registration: OnceLock::new(),
@@ -119,12 +125,14 @@ impl CudaIpcSegment {
     fn opened(&self) -> Result<&(GpuIpcMapping, GpuStream)> {
         self.opened
             .get_or_init(|| {
-                let data = GpuIpcMapping::open(
-                    self.open_in,
-                    &self.handle,
-                    self.ipc_offset,
-                    self.size as usize,
-                )?;
+                // With the words in the allocation, map them too.
+                let len = match self.device_words_offset {
+                    Some(at) => at + 4 * u64::from(self.notifications.count()),
+                    None => self.size,
+                };
+                let open_in = self.home.get().copied().unwrap_or(self.device);
+                let data =
+                    GpuIpcMapping::open(open_in, &self.handle, self.ipc_offset, len as usize)?;
                 Ok((data, GpuStream::new(self.device)?))
             })
             .as_ref()
@@ -159,9 +167,25 @@ impl RemoteSegment for CudaIpcSegment {
     }
 
     fn notify(&self, id: u32, value: u32) -> Result<()> {
+        let Some(at) = self.device_words_offset else {
+            return self
+                .notifications
+                .set(id, value)
+                .map_err(|e| Error::Protocol(e.to_string()));
+        };
         self.notifications
-            .set(id, value)
-            .map_err(|e| Error::Protocol(e.to_string()))
+            .check_set(id, value)
+            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let (data, stream) = self.opened()?;
+        // SAFETY: the id was checked against the count, and the mapping
+        // covers the words (opened with them); synchronised before return.
+        unsafe { gpu::stream_write_u32(stream, data.device_ptr() + at + 4 * id as u64, value)? };
+        gpu::synchronize(stream)?;
+        Ok(())
+    }
+
+    fn notifications_in_gpu_memory(&self) -> bool {
+        self.device_words_offset.is_some()
     }
 
     fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
@@ -199,10 +223,16 @@ impl RemoteSegment for CudaIpcSegment {
                 on.is_ok()
             });
         }
+        let notifications = match self.device_words_offset {
+            Some(at) => data.device_ptr() + at,
+            None => reg.device_ptr() + (self.notifications_offset + HEADER_BYTES) as u64,
+        };
         Ok(GpuView {
             data: Some(data.device_ptr()),
             device: Some(self.device),
-            notifications: reg.device_ptr() + (self.notifications_offset + HEADER_BYTES) as u64,
+            notifications,
+            words_in_peer_gpu: self.device_words_offset.is_some(),
+            mapped_in: Some(data.context().device()),
         })
     }
 }
@@ -234,10 +264,21 @@ impl RemoteSegment for OwnGpuSegment {
     }
 
     fn notify(&self, id: u32, value: u32) -> Result<()> {
-        self.0
-            .notifications
-            .set(id, value)
-            .map_err(|e| Error::Protocol(e.to_string()))
+        let area = &self.0.notifications;
+        match &self.0.device_words {
+            Some(words) => {
+                area.check_set(id, value)
+                    .map_err(|e| Error::Protocol(e.to_string()))?;
+                words.set(id, value)
+            }
+            None => area
+                .set(id, value)
+                .map_err(|e| Error::Protocol(e.to_string())),
+        }
+    }
+
+    fn notifications_in_gpu_memory(&self) -> bool {
+        self.0.device_words.is_some()
     }
 
     fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
@@ -254,6 +295,8 @@ impl RemoteSegment for OwnGpuSegment {
             data: Some(data),
             device: self.0.device(),
             notifications,
+            words_in_peer_gpu: false,
+            mapped_in: None,
         })
     }
 }

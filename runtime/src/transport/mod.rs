@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::segment::SegmentDescriptor;
 use crate::types::Rank;
 use gaspi_segments::gpu::DevicePtr;
+use std::sync::{Arc, OnceLock};
 
 /// Where a GPU copy or a kernel finds a remote segment, in this process's
 /// unified address space.
@@ -31,8 +32,17 @@ pub(crate) struct GpuView {
     pub data: Option<DevicePtr>,
     /// The device of a GPU segment's data.
     pub device: Option<u32>,
-    /// Notification word 0 (host memory registered with CUDA).
+    /// Notification word 0 (host memory registered with CUDA, or GPU
+    /// memory under the `device` placement).
     pub notifications: DevicePtr,
+    /// Whether the words are in another process's GPU memory (opened with
+    /// CUDA IPC), where stream memory operations cannot write: the GPU
+    /// path then relays the value through a word of its own GPU memory.
+    pub words_in_peer_gpu: bool,
+    /// For another process's GPU memory: the device in whose context this
+    /// process opened it. Copies take it from any context; a kernel only
+    /// from a device of that context.
+    pub mapped_in: Option<u32>,
 }
 
 /// A way to reach the segments of one peer.
@@ -40,13 +50,14 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Short name for logs and benchmark records.
     fn name(&self) -> &'static str;
     /// Makes the segment a peer registered reachable from here. `home` is
-    /// this rank's GPU, if it has one yet: a peer's GPU memory is opened in
-    /// its context, so this rank's kernels can store into it.
+    /// this rank's GPU once it has one: a peer's GPU memory is opened (on
+    /// first use, when `home` is known if it ever will be) in its context,
+    /// so this rank's kernels can store into it.
     fn attach(
         &self,
         owner: Rank,
         desc: &SegmentDescriptor,
-        home: Option<u32>,
+        home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>>;
 }
 
@@ -83,5 +94,11 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// this host; see `gpu/owner_copy.rs`), if it published one.
     fn owner_inbox(&self) -> Option<&gaspi_segments::MemoryDescriptor> {
         None
+    }
+    /// Whether the notification words live in GPU memory (the `device`
+    /// placement): `notify` is then a blocking stream write, and the
+    /// runtime's calls take the stream or the owner's inbox instead.
+    fn notifications_in_gpu_memory(&self) -> bool {
+        false
     }
 }

@@ -13,7 +13,7 @@ use crate::types::Rank;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
 use gaspi_segments::gpu::{GpuError, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, ProcessMemory};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The shared-memory transport (stateless: all state is in the mappings).
 #[derive(Debug, Default)]
@@ -57,7 +57,7 @@ impl Transport for SharedMemoryTransport {
         &self,
         _owner: Rank,
         desc: &SegmentDescriptor,
-        home: Option<u32>,
+        home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>> {
         let mut mappings = Vec::new();
         let data = match &desc.data {
@@ -198,6 +198,8 @@ impl RemoteSegment for SharedMemorySegment {
             data,
             device: None,
             notifications: regs[index].device_ptr() + (offset + HEADER_BYTES) as u64,
+            words_in_peer_gpu: false,
+            mapped_in: None,
         })
     }
 }

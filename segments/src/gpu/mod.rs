@@ -58,7 +58,7 @@ pub use ipc::GpuIpcMapping;
 pub use memory::{GpuMemory, HostRegistration, PinnedHostMemory};
 pub use stream::{
     copy_device_to_device, copy_device_to_host, copy_host_to_device, copy_unified,
-    copy_unified_blocking, stream_write_u32, synchronize, GpuStream,
+    copy_unified_blocking, stream_write_u32, stream_write_u32s, synchronize, GpuStream,
 };
 
 use cudarc::driver::{result, sys, DriverError};
@@ -260,6 +260,14 @@ mod tests {
         unsafe { stream_write_u32(&stream, pinned.device_ptr() + 4, 7) }.expect("write");
         synchronize(&stream).expect("sync");
         assert_eq!(words[1].load(Ordering::Acquire), 7);
+        let (w2, w3) = (pinned.device_ptr() + 8, pinned.device_ptr() + 12);
+        // SAFETY: words 2 and 3 of the same allocation, alive past the sync.
+        unsafe { stream_write_u32s(&stream, &[(w2, 9), (w3, 0xfeed_beef)]) }.expect("writes");
+        synchronize(&stream).expect("sync");
+        assert_eq!(words[2].load(Ordering::Acquire), 9);
+        assert_eq!(words[3].load(Ordering::Acquire), 0xfeed_beef);
+        // SAFETY: unaligned: refused before anything is enqueued.
+        assert!(unsafe { stream_write_u32s(&stream, &[(w2 + 1, 1)]) }.is_err());
         assert!(mem.ipc_handle().is_ok());
     }
 }

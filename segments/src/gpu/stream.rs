@@ -208,6 +208,53 @@ pub unsafe fn stream_write_u32(
     .map_err(GpuError::cuda("cuStreamWriteValue32"))
 }
 
+/// Enqueues several 4-byte writes on `stream` with one driver call
+/// (`cuStreamBatchMemOp`): the stream runs them in the order given, each
+/// after everything enqueued before the call, as [`stream_write_u32`] would
+/// in as many calls. The owner of a GPU segment uses it to set a
+/// notification and its writer's completion word for the price of one call.
+///
+/// # Safety
+/// As for [`stream_write_u32`], for every address in `writes`.
+pub unsafe fn stream_write_u32s(
+    stream: &GpuStream,
+    writes: &[(DevicePtr, u32)],
+) -> Result<(), GpuError> {
+    if let Some((dst, _)) = writes.iter().find(|(dst, _)| dst & 3 != 0) {
+        return Err(GpuError::InvalidArgument(format!(
+            "stream_write_u32s to unaligned address {dst:#x}"
+        )));
+    }
+    stream.ctx.bind()?;
+    // Up to four per call, built on the stack.
+    for chunk in writes.chunks(4) {
+        // Zeroed unions: the driver reads each one's full size.
+        let mut ops = [sys::CUstreamBatchMemOpParams { pad: [0; 6] }; 4];
+        for (op, &(address, value)) in ops.iter_mut().zip(chunk) {
+            op.writeValue = sys::CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st {
+                operation: sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32,
+                address,
+                __bindgen_anon_1:
+                    sys::CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st__bindgen_ty_1 {
+                        value64: u64::from(value),
+                    },
+                flags: sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+                alias: 0,
+            };
+        }
+        // SAFETY: the first chunk.len() (<= 4) entries of `ops` are
+        // initialised write operations, read by the driver before it
+        // returns; the caller guarantees every address stays writable
+        // until the stream has run the write.
+        unsafe {
+            sys::cuStreamBatchMemOp_v2(stream.raw(), chunk.len() as u32, ops.as_mut_ptr(), 0)
+        }
+        .result()
+        .map_err(GpuError::cuda("cuStreamBatchMemOp"))?;
+    }
+    Ok(())
+}
+
 /// Waits until everything enqueued on `stream` so far has finished.
 pub fn synchronize(stream: &GpuStream) -> Result<(), GpuError> {
     stream
