@@ -389,6 +389,15 @@ impl Kernels {
     }
 }
 
+/// One block of one warp: the launch of the ping-pong style kernels.
+fn one_warp() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 fn pattern(r: u32, i: u32) -> u32 {
     r.wrapping_mul(2654435761) ^ (i.wrapping_mul(40503).wrapping_add(17))
 }
@@ -416,11 +425,7 @@ fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
     let (seg, peer, words, rounds, out) = (SEG.0 as u32, 1 - me, WORDS, rounds_here, OUT);
     let initiator = u32::from(me == 0);
     let status = k.status.device_ptr();
-    let cfg = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = one_warp();
     g.barrier(Group::ALL, WAIT)?; // both device contexts are built
     let t = Instant::now();
     // SAFETY: test_gpu_pingpong(gaspi_device_ctx, 6 x unsigned, unsigned*)
@@ -465,11 +470,7 @@ fn kernel_echo() -> Res {
         let k = kernels(&dctx)?;
         let f = gaspi::kernels::function(&k.module, "test_echo")?;
         let arg = dctx.kernel_arg();
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (32, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = one_warp();
         let (seg, peer, words, rounds, out) = (SEG.0 as u32, 0u32, WORDS, ROUNDS, OUT);
         let status = k.status.device_ptr();
         // SAFETY: test_echo's parameters are (gaspi_device_ctx, 6 x unsigned,
