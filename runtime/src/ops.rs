@@ -303,11 +303,8 @@ impl Gaspi {
                     s.descriptor.inbox = Some(inner.owner_inbox(home)?);
                 }
                 tracing::info!(
-                    "{seg} in the memory of GPU {device}; notifications {}",
-                    match inner.config.gpu_notifications {
-                        NotificationPlacement::Device => "in GPU memory (device placement)",
-                        _ => "host-mapped (pinned host memory polled by kernels)",
-                    }
+                    "{seg} in the memory of GPU {device}; notification words {}",
+                    inner.config.gpu_notifications
                 );
                 s
             }
@@ -809,7 +806,7 @@ impl Gaspi {
         let area = &s.notifications;
         let t = std::time::Instant::now();
         let found = match &s.device_words {
-            Some(words) => poll_device_words(words, begin.0, num, timeout.deadline())?,
+            Some(words) => words.wait(begin.0, num, timeout.deadline())?,
             None => area.wait_until(timeout.deadline(), || area.scan(begin.0, num)),
         };
         stats.waited(t.elapsed());
@@ -874,28 +871,5 @@ impl Gaspi {
         let r = crate::collectives::barrier::barrier(&self.inner, group, timeout);
         stats.waited(t.elapsed());
         r
-    }
-}
-
-/// Waits for one of the words `begin..begin + num` in GPU memory to become
-/// non-zero (the `device` placement, `gpu/device_words.rs`): nothing can
-/// wake a CPU waiter there, so it polls with copies, pausing a little
-/// longer each time (up to 100 us) so that a long wait costs little.
-fn poll_device_words(
-    words: &crate::gpu::device_words::DeviceWords,
-    begin: u32,
-    num: u32,
-    deadline: Option<std::time::Instant>,
-) -> Result<Option<u32>> {
-    let mut pause = std::time::Duration::from_micros(1);
-    loop {
-        if let Some(id) = words.scan(begin, num)? {
-            return Ok(Some(id));
-        }
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Ok(None);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(std::time::Duration::from_micros(100));
     }
 }

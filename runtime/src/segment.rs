@@ -188,15 +188,14 @@ impl LocalSegment {
         };
         let alloc_len = words_at.map_or(size, |at| at + 4 * notification_count as usize);
         let memory = GpuMemory::alloc(device, alloc_len)?;
-        let device_words = match words_at {
-            Some(at) => Some(DeviceWords::new(
-                device,
+        let stream = GpuStream::new(device)?;
+        let device_words = words_at.map(|at| {
+            DeviceWords::new(
+                stream.clone(),
                 memory.device_ptr() + at as u64,
                 notification_count,
-            )?),
-            None => None,
-        };
-        let stream = GpuStream::new(device)?;
+            )
+        });
         let handle = memory.ipc_handle()?;
         let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
         // Kernels of this rank and of peers may store into these words.
@@ -234,8 +233,11 @@ impl LocalSegment {
             device_words,
             _storage: Storage::Gpu(shm),
         };
-        // A kernel polls the words: register them now, not on first use.
-        segment.registration(device)?;
+        // A kernel polls host-mapped words: register them now, not on
+        // first use. (Words in GPU memory need no registration.)
+        if segment.device_words.is_none() {
+            segment.registration(device)?;
+        }
         Ok(segment)
     }
 
@@ -346,17 +348,22 @@ impl LocalSegment {
 
     /// Where a kernel on any device finds this segment's data and word 0.
     pub fn kernel_view(&self, device: u32) -> Result<(DevicePtr, DevicePtr)> {
-        let reg = self.registration(device)?;
-        let notif_offset = self.descriptor.notifications_offset + HEADER_BYTES as u64;
-        let data = match &self.gpu {
-            Some(g) => g.memory.device_ptr(),
-            None if matches!(self._storage, Storage::Shared(_)) => reg.device_ptr(),
-            // Bound user memory is not registered: the kernel cannot reach it.
-            None => 0,
-        };
+        // The memfd is registered only where it holds what a kernel reads:
+        // host-mapped words, a host segment's data.
         let words = match &self.device_words {
             Some(w) => w.base,
-            None => reg.device_ptr() + notif_offset,
+            None => {
+                let notif_offset = self.descriptor.notifications_offset + HEADER_BYTES as u64;
+                self.registration(device)?.device_ptr() + notif_offset
+            }
+        };
+        let data = match &self.gpu {
+            Some(g) => g.memory.device_ptr(),
+            None if matches!(self._storage, Storage::Shared(_)) => {
+                self.registration(device)?.device_ptr()
+            }
+            // Bound user memory is not registered: the kernel cannot reach it.
+            None => 0,
         };
         Ok((data, words))
     }

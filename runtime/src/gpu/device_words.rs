@@ -25,6 +25,7 @@
 use crate::error::{Error, Result};
 use gaspi_segments::gpu::{self, DevicePtr, GpuError, GpuStream, PinnedHostMemory};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Where the words start in the segment's allocation: the first GPU page
 /// boundary at or past `size` bytes of data.
@@ -67,15 +68,16 @@ unsafe impl Send for Exchange {}
 unsafe impl Sync for Exchange {}
 
 impl DeviceWords {
-    /// Words `base..base + 4 * count` of an allocation on `device`.
-    pub fn new(device: u32, base: DevicePtr, count: u32) -> Result<DeviceWords> {
-        Ok(DeviceWords {
+    /// Words `base..base + 4 * count` of the allocation `stream`'s device
+    /// holds (the segment's own stream: every use here is synchronous).
+    pub fn new(stream: GpuStream, base: DevicePtr, count: u32) -> DeviceWords {
+        DeviceWords {
             base,
             count,
-            stream: GpuStream::new(device)?,
+            stream,
             exchange: OnceLock::new(),
             serial: Mutex::new(()),
-        })
+        }
     }
 
     /// The first non-zero word of `begin..begin + num` (checked by the
@@ -95,6 +97,25 @@ impl DeviceWords {
             )?
         };
         Ok(words.iter().position(|&w| w != 0).map(|i| begin + i as u32))
+    }
+
+    /// Waits for one of the words `begin..begin + num` (checked by the
+    /// caller) to become non-zero; `None` once `deadline` passed. Nothing
+    /// can wake a CPU waiter here, so it polls with copies, pausing a
+    /// little longer each time (up to 100 us) so that a long wait costs
+    /// little.
+    pub fn wait(&self, begin: u32, num: u32, deadline: Option<Instant>) -> Result<Option<u32>> {
+        let mut pause = Duration::from_micros(1);
+        loop {
+            if let Some(id) = self.scan(begin, num)? {
+                return Ok(Some(id));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_micros(100));
+        }
     }
 
     /// Sets word `id` (checked by the caller) in stream order and waits

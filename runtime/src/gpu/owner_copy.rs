@@ -436,15 +436,17 @@ impl Inner {
         id: u32,
         value: u32,
     ) -> Result<()> {
-        let lane = match (inbox, self.owner_copies.lanes[owner.0 as usize].get()) {
-            (_, Some(Ok(lane))) => lane.clone(),
-            (Some(inbox), _) => self.writer_lane(owner, inbox)?,
-            (None, _) => {
-                return Err(Error::OwnerCopyFailed {
-                    rank: owner,
-                    reason: "its inbox cannot be mapped",
-                })
-            }
+        let lane = match inbox {
+            Some(inbox) => self.writer_lane(owner, inbox)?,
+            None => match self.owner_copies.lanes[owner.0 as usize].get() {
+                Some(Ok(lane)) => lane.clone(),
+                _ => {
+                    return Err(Error::OwnerCopyFailed {
+                        rank: owner,
+                        reason: "its inbox cannot be mapped",
+                    })
+                }
+            },
         };
         let (peer, own, notify) = ((SegId(0), 0), (remote, 0), Some((id, value)));
         let seq = self.owner_post(qs, owner, &lane, Kind::Notify, peer, own, 0, notify)?;

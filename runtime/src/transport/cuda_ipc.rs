@@ -177,10 +177,13 @@ impl RemoteSegment for CudaIpcSegment {
             .check_set(id, value)
             .map_err(|e| Error::Protocol(e.to_string()))?;
         let (data, stream) = self.opened()?;
+        // A copy, not a stream memory operation: the driver refuses those
+        // on memory of another process (see `stream_notify` in gpu/).
+        let word = data.device_ptr() + at + 4 * id as u64;
         // SAFETY: the id was checked against the count, and the mapping
-        // covers the words (opened with them); synchronised before return.
-        unsafe { gpu::stream_write_u32(stream, data.device_ptr() + at + 4 * id as u64, value)? };
-        gpu::synchronize(stream)?;
+        // covers the words (opened with them); `value` outlives the copy,
+        // which is complete when the call returns.
+        unsafe { gpu::copy_unified_blocking(stream, word, &value as *const u32 as DevicePtr, 4)? };
         Ok(())
     }
 
