@@ -163,6 +163,14 @@ impl Inner {
     }
 
     /// Checks a rank number.
+    /// Whether `rank` exists and is healthy, as a yes or no (short path).
+    #[inline]
+    pub fn peer_healthy(&self, rank: Rank) -> bool {
+        self.peers
+            .get(rank.0 as usize)
+            .is_some_and(|p| p.state.load(Ordering::Acquire) == HEALTHY)
+    }
+
     pub fn check_rank(&self, rank: Rank) -> Result<()> {
         if rank.0 >= self.size {
             return Err(Error::BadRank {

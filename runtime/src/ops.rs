@@ -7,8 +7,8 @@ use crate::context::{Gaspi, Inner};
 use crate::error::{Error, Result, Side};
 use crate::segment::{check_bounds, LocalSegment, Segment};
 use crate::stats::{Counter, Op};
-use crate::tables::Tables;
-use crate::transport::RemoteSegment;
+use crate::tables::{RemoteEntry, Tables};
+use crate::transport::{HostDirect, RemoteSegment};
 use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::wire::Message;
 use std::sync::Arc;
@@ -124,6 +124,25 @@ impl Inner {
         notify: Option<(u32, u32)>,
     ) -> Result<()> {
         let r = to.segment;
+        if let Some(direct) = host_direct(q, local, r) {
+            // SAFETY: the caller checked local_offset + size against the
+            // local segment and to.offset + size against the remote one,
+            // whose mapping lives as long as `r`; both are host memory
+            // mapped here. They overlap only when a rank writes into its
+            // own segment, hence the overlap-tolerant copy.
+            unsafe {
+                std::ptr::copy(
+                    local.data().add(local_offset as usize),
+                    direct.data.add(to.offset as usize),
+                    size as usize,
+                )
+            };
+            if let Some((id, value)) = notify {
+                // A release store: ordered after the copy.
+                direct.notifications.set(id, value).map_err(notify_error)?;
+            }
+            return Ok(());
+        }
         if let Some(inbox) = self.owner_route(q, local, to) {
             return self.owner_put(
                 &q.gpu,
@@ -169,6 +188,9 @@ impl Inner {
         id: u32,
         value: u32,
     ) -> Result<()> {
+        if let Some(direct) = q.gpu.idle().then(|| to.segment.host_direct()).flatten() {
+            return direct.notifications.set(id, value).map_err(notify_error);
+        }
         if q.gpu.owner_pending_to(to.rank) {
             self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
         } else if q.gpu.pending() {
@@ -219,6 +241,159 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// The short path of a request (UCX's "short" protocol): the target is
+    /// host memory this process maps, and the queue has no GPU work in
+    /// flight that the request must follow. It makes no virtual call and
+    /// stores nothing but the request's own bytes and counters (see
+    /// `tables.rs` for why stores matter). `post` runs the request's own
+    /// checks and the request, and says whether it did; any `false` must
+    /// come before anything changed. The general path then runs the same
+    /// request again: it routes what is not short, and reports with a
+    /// typed error what is wrong; so the checks here only ever decide
+    /// between the two paths, never what is allowed.
+    #[inline]
+    fn short_path(
+        &self,
+        queue: Queue,
+        rank: Rank,
+        remote_seg: SegId,
+        post: impl FnOnce(&crate::queue::QueueState, &Tables, &RemoteEntry, HostDirect<'_>) -> bool,
+    ) -> bool {
+        let Some(q) = self.queues.get(queue.0 as usize) else {
+            return false;
+        };
+        if !q.created.load(std::sync::atomic::Ordering::Relaxed)
+            || !q.gpu.idle()
+            || remote_seg.0 as u32 >= self.config.segment_max
+            || !self.peer_healthy(rank)
+        {
+            return false;
+        }
+        let tables = self.tables.load();
+        let Some(Some(remote)) = tables
+            .remote
+            .get(rank.0 as usize)
+            .and_then(|t| t.get(remote_seg.0 as usize))
+        else {
+            return false;
+        };
+        let Some(direct) = remote.host() else {
+            return false;
+        };
+        post(q, &tables, remote, direct)
+    }
+
+    /// `write` / `write_notify` on the short path (see [`Self::short_path`]).
+    #[allow(clippy::too_many_arguments)] // the request's own fields
+    #[inline]
+    fn put_short(
+        &self,
+        local_seg: SegId,
+        local_offset: u64,
+        rank: Rank,
+        remote_seg: SegId,
+        remote_offset: u64,
+        size: u64,
+        notify: Option<(NotifyId, u32)>,
+        queue: Queue,
+    ) -> bool {
+        if size == 0 || size > self.config.transfer_size_max {
+            return false;
+        }
+        self.short_path(queue, rank, remote_seg, |q, tables, remote, direct| {
+            let Some(Some(local)) = tables.local.get(local_seg.0 as usize) else {
+                return false;
+            };
+            if local.is_gpu()
+                || !fits(local_offset, size, local.size as u64)
+                || !fits(remote_offset, size, remote.size)
+                || notify.is_some_and(|(id, v)| id.0 >= remote.notification_count || v == 0)
+            {
+                return false;
+            }
+            let entries = 1 + notify.is_some() as u32;
+            if !q.try_reserve(entries, self.config.queue_size_max) {
+                return false;
+            }
+            // SAFETY: both ranges were checked just above against the
+            // segments, which the table snapshot keeps alive and mapped
+            // here (host memory at both ends). They overlap only when a
+            // rank writes into its own segment: the overlap-tolerant copy.
+            unsafe {
+                std::ptr::copy(
+                    local.data().add(local_offset as usize),
+                    direct.data.add(remote_offset as usize),
+                    size as usize,
+                )
+            };
+            let op = match notify {
+                Some((id, value)) => {
+                    // A release store, after the copy; id and value checked.
+                    let stored = direct.notifications.set(id.0, value);
+                    debug_assert!(stored.is_ok(), "checked above");
+                    Op::WriteNotify
+                }
+                None => Op::Write,
+            };
+            q.touch(rank);
+            self.stats.call(op, Counter::BytesWritten, size);
+            true
+        })
+    }
+
+    /// `notify` on the short path (see [`Self::short_path`]).
+    #[inline]
+    fn notify_short(
+        &self,
+        rank: Rank,
+        remote_seg: SegId,
+        id: NotifyId,
+        value: u32,
+        queue: Queue,
+    ) -> bool {
+        self.short_path(queue, rank, remote_seg, |q, _, remote, direct| {
+            if id.0 >= remote.notification_count
+                || value == 0
+                || !q.try_reserve(1, self.config.queue_size_max)
+            {
+                return false;
+            }
+            let stored = direct.notifications.set(id.0, value);
+            debug_assert!(stored.is_ok(), "checked above");
+            q.touch(rank);
+            self.stats.call(Op::Notify, Counter::None, 0);
+            true
+        })
+    }
+}
+
+/// Whether `offset..offset+len` lies within `size` bytes (no overflow).
+#[inline]
+fn fits(offset: u64, len: u64, size: u64) -> bool {
+    offset.checked_add(len).is_some_and(|end| end <= size)
+}
+
+/// The short path of a put: both ends host memory that this process maps,
+/// and no GPU work of the queue in flight that a notification must follow.
+#[inline]
+fn host_direct<'a>(
+    q: &crate::queue::QueueState,
+    local: &LocalSegment,
+    r: &'a dyn RemoteSegment,
+) -> Option<crate::transport::HostDirect<'a>> {
+    if local.is_gpu() || !q.gpu.idle() {
+        return None;
+    }
+    r.host_direct()
+}
+
+/// A notification the caller checked was refused anyway: a bug, reported.
+#[cold]
+fn notify_error(e: gaspi_notify::NotifyError) -> Error {
+    Error::Protocol(e.to_string())
+}
+
 /// Looks up a remote segment in a table snapshot and checks a byte range.
 pub(crate) fn lookup_remote(
     tables: &Tables,
@@ -232,10 +407,10 @@ pub(crate) fn lookup_remote(
         return Err(Error::SegmentIdOutOfRange { seg, max });
     }
     let r = tables.remote[rank.0 as usize][seg.0 as usize]
-        .as_deref()
+        .as_ref()
         .ok_or(Error::UnknownSegment { rank, seg })?;
-    check_bounds(Side::Remote, rank, seg, offset, size, r.size())?;
-    Ok(r)
+    check_bounds(Side::Remote, rank, seg, offset, size, r.size)?;
+    Ok(&**r)
 }
 
 pub(crate) fn check_notification(
@@ -627,6 +802,19 @@ impl Gaspi {
         queue: Queue,
     ) -> Result<()> {
         let inner = &*self.inner;
+        let short = inner.put_short(
+            local_seg,
+            local_offset,
+            rank,
+            remote_seg,
+            remote_offset,
+            size,
+            notify,
+            queue,
+        );
+        if short {
+            return Ok(());
+        }
         let q = inner.check_queue(queue)?;
         inner.check_size(size)?;
         inner.check_peer(rank)?;
@@ -714,6 +902,9 @@ impl Gaspi {
         queue: Queue,
     ) -> Result<()> {
         let inner = &*self.inner;
+        if inner.notify_short(rank, remote_seg, notification, value, queue) {
+            return Ok(());
+        }
         let q = inner.check_queue(queue)?;
         inner.check_peer(rank)?;
         let tables = inner.tables.load();
@@ -786,36 +977,39 @@ impl Gaspi {
             num,
             count,
         };
-        // Fast path: one scan within the current table snapshot.
-        let found = self.inner.with_local(seg, |s, _| {
+        let stats = &self.inner.stats;
+        // The whole call runs on one table snapshot: it keeps the segment
+        // alive while we wait (a concurrent delete only unpublishes it)
+        // without touching a reference count on the way back.
+        self.inner.with_local(seg, |s, _| {
             let area = &s.notifications;
             area.check_range(begin.0, num)
                 .map_err(|_| out_of_range(area.count()))?;
-            match &s.device_words {
-                Some(words) => words.scan(begin.0, num),
-                None => Ok(area.scan(begin.0, num)),
+            stats.call(Op::NotifyWaitsome, Counter::None, 0);
+            let (found, waited) = match &s.device_words {
+                Some(words) => {
+                    if let Some(id) = words.scan(begin.0, num)? {
+                        return Ok(NotifyId(id));
+                    }
+                    let t = std::time::Instant::now();
+                    (words.wait(begin.0, num, timeout.deadline())?, t.elapsed())
+                }
+                // No clock read of our own on the way back: the wait's
+                // readings account for the time (see wait_until_timed).
+                None => area
+                    .waitsome_timed(begin.0, num, timeout.deadline())
+                    .map_err(|_| out_of_range(area.count()))?,
+            };
+            if !waited.is_zero() {
+                stats.waited(waited);
             }
-        })?;
-        let stats = &self.inner.stats;
-        stats.call(Op::NotifyWaitsome, Counter::None, 0);
-        if let Some(id) = found {
-            return Ok(NotifyId(id));
-        }
-        // Slow path: hold the segment itself while waiting, not the lock.
-        let s = self.inner.local_segment(seg)?;
-        let area = &s.notifications;
-        let t = std::time::Instant::now();
-        let found = match &s.device_words {
-            Some(words) => words.wait(begin.0, num, timeout.deadline())?,
-            None => area.wait_until(timeout.deadline(), || area.scan(begin.0, num)),
-        };
-        stats.waited(t.elapsed());
-        match found {
-            Some(id) => Ok(NotifyId(id)),
-            None => Err(Error::Timeout {
-                op: "notify_waitsome",
-            }),
-        }
+            match found {
+                Some(id) => Ok(NotifyId(id)),
+                None => Err(Error::Timeout {
+                    op: "notify_waitsome",
+                }),
+            }
+        })
     }
 
     /// Atomically reads and clears notification `id` of local segment `seg`;

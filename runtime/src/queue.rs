@@ -34,13 +34,23 @@ impl QueueState {
 
     /// Reserves `entries` slots for a request to `rank`, or refuses at `depth`.
     pub fn reserve(&self, queue: Queue, entries: u32, depth: u32) -> Result<()> {
+        if self.try_reserve(entries, depth) {
+            Ok(())
+        } else {
+            Err(Error::QueueFull { queue, depth })
+        }
+    }
+
+    /// [`Self::reserve`] as a yes or no, for the short path.
+    #[inline]
+    pub fn try_reserve(&self, entries: u32, depth: u32) -> bool {
         // One read-modify-write on the fast path; undo it when over depth.
         let before = self.posted.fetch_add(entries, Ordering::Relaxed);
         if before + entries > depth {
             self.posted.fetch_sub(entries, Ordering::Relaxed);
-            return Err(Error::QueueFull { queue, depth });
+            return false;
         }
-        Ok(())
+        true
     }
 
     /// Gives back slots reserved for a request that failed before it was sent.
@@ -49,6 +59,7 @@ impl QueueState {
     }
 
     /// Notes that a request went to `rank`.
+    #[inline]
     pub fn touch(&self, rank: Rank) {
         let (w, b) = (rank.0 as usize / 64, rank.0 % 64);
         // Skip the read-modify-write when the bit is set already (the common
@@ -63,19 +74,49 @@ impl QueueState {
         self.posted.load(Ordering::Relaxed)
     }
 
-    /// Empties the queue; returns the ranks it had sent to.
-    pub fn drain(&self) -> Vec<Rank> {
-        let mut ranks = Vec::new();
-        for (w, word) in self.targets.iter().enumerate() {
-            let mut bits = word.swap(0, Ordering::Relaxed);
-            while bits != 0 {
-                let b = bits.trailing_zeros();
-                ranks.push(Rank(w as u32 * 64 + b));
-                bits &= bits - 1;
-            }
-        }
+    /// Empties the queue and returns the ranks it had sent to, lowest
+    /// first. Allocation-free: `wait` calls it after every batch.
+    pub fn drain(&self) -> Targets {
+        let words = self
+            .targets
+            .iter()
+            .map(|word| {
+                // Skip the read-modify-write of words with no bit set.
+                if word.load(Ordering::Relaxed) == 0 {
+                    0
+                } else {
+                    word.swap(0, Ordering::Relaxed)
+                }
+            })
+            .collect::<TargetWords>();
         self.posted.store(0, Ordering::Relaxed);
-        ranks
+        Targets { words, word: 0 }
+    }
+}
+
+/// Bits of the target words taken by [`QueueState::drain`]: one inline
+/// word covers jobs of up to 64 ranks without a heap allocation.
+type TargetWords = smallvec::SmallVec<[u64; 1]>;
+
+/// The ranks a drained queue had sent to, as an iterator.
+pub(crate) struct Targets {
+    words: TargetWords,
+    word: usize,
+}
+
+impl Iterator for Targets {
+    type Item = Rank;
+
+    fn next(&mut self) -> Option<Rank> {
+        while let Some(bits) = self.words.get_mut(self.word) {
+            if *bits != 0 {
+                let b = bits.trailing_zeros();
+                *bits &= *bits - 1;
+                return Some(Rank(self.word as u32 * 64 + b));
+            }
+            self.word += 1;
+        }
+        None
     }
 }
 
@@ -142,7 +183,7 @@ mod tests {
         ));
         q.reserve(Queue(0), 1, 3).unwrap();
         assert_eq!(q.size(), 3);
-        assert_eq!(q.drain(), vec![Rank(1), Rank(70)]);
+        assert_eq!(q.drain().collect::<Vec<_>>(), vec![Rank(1), Rank(70)]);
         assert_eq!(q.size(), 0);
         q.reserve(Queue(0), 3, 3).unwrap();
     }

@@ -10,13 +10,24 @@
 //! reuses it while the version has not moved. A lookup is then one relaxed
 //! load of the version and a thread-local access.
 //!
+//! A lookup must not write much either: on a 4 KiB `write` the copy's
+//! stores fill the store buffer, and every store of ours queues behind
+//! them. So the cache is not taken out and put back per call; a call
+//! borrows it and counts itself in a per-thread depth, and the cached
+//! snapshot is replaced only when no call of this thread is using it.
+//! Remote entries also carry, read once at attach, what the short path of
+//! a put needs (sizes, the host mapping), so it makes no virtual call.
+//!
 //! A snapshot keeps the segments it points to alive, so a reader never sees
 //! memory freed under it. The price: a deleted segment's memory is freed only
 //! once every thread that used the tables has made another call (or ended).
 
 use crate::segment::LocalSegment;
-use crate::transport::RemoteSegment;
-use std::cell::Cell;
+use crate::transport::{HostDirect, RemoteSegment};
+use gaspi_notify::NotificationArea;
+use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +35,66 @@ use std::sync::{Arc, Mutex};
 pub(crate) const ENTRIES: usize = 256;
 
 /// The segments one rank registered with this one, by id.
-pub(crate) type RankTable = Vec<Option<Arc<dyn RemoteSegment>>>;
+pub(crate) type RankTable = Vec<Option<RemoteEntry>>;
+
+/// A remote segment in the tables, with what the short path of a put reads
+/// of it copied out at attach (it derefs to the segment for everything else).
+#[derive(Clone)]
+pub(crate) struct RemoteEntry {
+    segment: Arc<dyn RemoteSegment>,
+    /// [`RemoteSegment::size`].
+    pub size: u64,
+    /// [`RemoteSegment::notification_count`].
+    pub notification_count: u32,
+    /// [`RemoteSegment::host_direct`], as pointers into `segment`.
+    host: Option<(NonNull<u8>, NonNull<NotificationArea>)>,
+}
+
+// SAFETY: the pointers point into the segment that `segment` keeps alive
+// (its mapping and its NotificationArea); the segment is Send + Sync, the
+// area is only accessed through atomics, and the data only through copies
+// whose bounds the callers check, as for the segment itself.
+unsafe impl Send for RemoteEntry {}
+// SAFETY: as for Send.
+unsafe impl Sync for RemoteEntry {}
+
+impl RemoteEntry {
+    fn new(segment: Arc<dyn RemoteSegment>) -> RemoteEntry {
+        let host = segment
+            .host_direct()
+            .and_then(|h| Some((NonNull::new(h.data)?, NonNull::from(h.notifications))));
+        RemoteEntry {
+            size: segment.size(),
+            notification_count: segment.notification_count(),
+            host,
+            segment,
+        }
+    }
+
+    /// The segment as host memory mapped here (see [`HostDirect`]).
+    #[inline]
+    pub fn host(&self) -> Option<HostDirect<'_>> {
+        self.host.map(|(data, area)| HostDirect {
+            data: data.as_ptr(),
+            // SAFETY: the area lives inside `self.segment`, which outlives
+            // the returned borrow of self.
+            notifications: unsafe { area.as_ref() },
+        })
+    }
+
+    /// The segment itself, shared.
+    pub fn segment(&self) -> &Arc<dyn RemoteSegment> {
+        &self.segment
+    }
+}
+
+impl std::ops::Deref for RemoteEntry {
+    type Target = dyn RemoteSegment;
+
+    fn deref(&self) -> &(dyn RemoteSegment + 'static) {
+        &*self.segment
+    }
+}
 
 /// One snapshot of all tables.
 #[derive(Clone)]
@@ -46,16 +116,40 @@ pub(crate) struct SegmentTables {
 /// Instance ids of [`SegmentTables`].
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-type Cached = Option<(u64, u64, Arc<Tables>)>;
-
-thread_local! {
-    /// (instance id, version, snapshot) of the last lookup on this thread.
-    static CACHE: Cell<Cached> = const { Cell::new(None) };
+/// The snapshot a thread used last, for which instance and version.
+struct Cached {
+    id: u64,
+    version: u64,
+    tables: Arc<Tables>,
 }
 
-/// Drops this thread's cached snapshot (if any) now.
+/// One thread's cache: the snapshot and how many snapshots of it are in use.
+struct ThreadCache {
+    /// Replaced only while `depth` is 0, so the tables it holds outlive
+    /// every [`Snapshot`] taken from it.
+    slot: UnsafeCell<Option<Cached>>,
+    depth: Cell<u32>,
+}
+
+thread_local! {
+    static CACHE: ThreadCache = const {
+        ThreadCache {
+            slot: UnsafeCell::new(None),
+            depth: Cell::new(0),
+        }
+    };
+}
+
+/// Drops this thread's cached snapshot (if any and not in use) now.
 pub(crate) fn forget_cached() {
-    let _ = CACHE.try_with(|c| c.take());
+    let _ = CACHE.try_with(|c| {
+        if c.depth.get() == 0 {
+            // SAFETY: only this thread accesses its slot, and with depth 0
+            // no Snapshot points into it.
+            let old = unsafe { (*c.slot.get()).take() };
+            drop(old);
+        }
+    });
 }
 
 impl std::fmt::Debug for Tables {
@@ -70,35 +164,38 @@ impl std::fmt::Debug for SegmentTables {
     }
 }
 
-/// A snapshot in use; returns to the thread's cache when dropped.
+/// A snapshot in use: borrowed from the thread's cache (most calls) or,
+/// when the cache cannot serve it, owned.
 pub(crate) struct Snapshot {
-    tables: Option<Arc<Tables>>,
-    id: u64,
-    version: u64,
+    tables: NonNull<Tables>,
+    /// Set when the snapshot is not the cache's (then it keeps it alive).
+    owned: Option<Arc<Tables>>,
+    /// Borrowed snapshots give back their count on the thread that took
+    /// them: not Send.
+    _thread: PhantomData<*const ()>,
 }
 
 impl std::ops::Deref for Snapshot {
     type Target = Tables;
     #[inline]
     fn deref(&self) -> &Tables {
-        self.tables
-            .as_deref()
-            .expect("a snapshot holds tables until dropped")
+        // SAFETY: either `owned` holds these tables, or the thread's cache
+        // does and does not replace them while our count is in its depth.
+        unsafe { self.tables.as_ref() }
     }
 }
 
 impl Drop for Snapshot {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(t) = self.tables.take() {
-            let entry = Some((self.id, self.version, t));
-            // During thread teardown the cache may be gone: then just drop.
-            let _ = CACHE.try_with(|c| c.replace(entry));
+        if self.owned.is_none() {
+            let _ = CACHE.try_with(|c| c.depth.set(c.depth.get() - 1));
         }
     }
 }
 
 impl SegmentTables {
-    /// Empty tables for a job of `ranks`.
+    /// Empty tables for a job of `ranks` ranks.
     pub fn new(ranks: u32) -> SegmentTables {
         let empty_rank: Arc<RankTable> = Arc::new((0..ENTRIES).map(|_| None).collect());
         SegmentTables {
@@ -111,25 +208,51 @@ impl SegmentTables {
         }
     }
 
-    /// The current snapshot.
+    fn current(&self) -> Arc<Tables> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The current tables: the thread's cached snapshot while the version
+    /// has not moved (one load, no shared write), else a fresh one.
     #[inline]
     pub fn load(&self) -> Snapshot {
-        // Acquire pairs with the Release bump in `update`: a thread that sees
-        // the new version also sees the snapshot published before it.
         let version = self.version.load(Ordering::Acquire);
-        let cached = CACHE.try_with(|c| c.take()).ok().flatten();
-        let tables = match cached {
-            Some((id, v, t)) if id == self.id && v == version => t,
-            _ => self
-                .current
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-        };
-        Snapshot {
-            tables: Some(tables),
-            id: self.id,
-            version,
+        let borrowed = CACHE.try_with(|c| {
+            // SAFETY: only this thread accesses its slot. It is replaced
+            // only at depth 0, when no Snapshot points into it; a nested
+            // load that misses gets an owned snapshot instead.
+            let slot = unsafe { &mut *c.slot.get() };
+            let hit = matches!(slot, Some(s) if s.id == self.id && s.version == version);
+            if !hit {
+                if c.depth.get() != 0 {
+                    return None;
+                }
+                *slot = Some(Cached {
+                    id: self.id,
+                    version,
+                    tables: self.current(),
+                });
+            }
+            c.depth.set(c.depth.get() + 1);
+            slot.as_ref().map(|s| NonNull::from(&*s.tables))
+        });
+        match borrowed {
+            Ok(Some(tables)) => Snapshot {
+                tables,
+                owned: None,
+                _thread: PhantomData,
+            },
+            _ => {
+                let owned = self.current();
+                Snapshot {
+                    tables: NonNull::from(&*owned),
+                    owned: Some(owned),
+                    _thread: PhantomData,
+                }
+            }
         }
     }
 
@@ -165,6 +288,55 @@ impl TablesMut<'_> {
 
     /// Sets or clears segment `seg` of `rank`.
     pub fn set_remote(&mut self, rank: usize, seg: usize, s: Option<Arc<dyn RemoteSegment>>) {
-        Arc::make_mut(&mut self.0.remote[rank])[seg] = s;
+        Arc::make_mut(&mut self.0.remote[rank])[seg] = s.map(RemoteEntry::new);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(t: &Snapshot) -> *const Tables {
+        &**t
+    }
+
+    #[test]
+    fn a_nested_load_never_replaces_the_snapshot_in_use() {
+        let t = SegmentTables::new(2);
+        let outer = t.load();
+        assert!(outer.owned.is_none(), "the first load fills the cache");
+        let outer_at = addr(&outer);
+        t.update(|m| m.set_remote(1, 3, None));
+        {
+            // The version moved while `outer` borrows the cache: the nested
+            // load must not replace it, so it gets its own, fresh snapshot.
+            let nested = t.load();
+            assert!(nested.owned.is_some());
+            assert_ne!(addr(&nested), outer_at);
+        }
+        assert_eq!(addr(&outer), outer_at);
+        assert_eq!(outer.remote.len(), 2);
+        drop(outer);
+        // Nobody uses the cache now: it is refreshed and lent out again,
+        // also to nested loads of the same version.
+        let again = t.load();
+        assert!(again.owned.is_none());
+        assert_ne!(addr(&again), outer_at);
+        let nested = t.load();
+        assert!(nested.owned.is_none());
+        assert_eq!(addr(&nested), addr(&again));
+    }
+
+    #[test]
+    fn another_instance_is_never_served_from_the_cache() {
+        let a = SegmentTables::new(1);
+        let b = SegmentTables::new(3);
+        assert_eq!(a.load().remote.len(), 1);
+        let sb = b.load();
+        assert_eq!(sb.remote.len(), 3);
+        // `a` while `b`'s snapshot borrows the cache: owned.
+        let sa = a.load();
+        assert!(sa.owned.is_some());
+        assert_eq!(sa.remote.len(), 1);
     }
 }

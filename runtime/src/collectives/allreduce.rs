@@ -120,7 +120,8 @@ fn system_of(
 ) -> Result<std::sync::Arc<dyn crate::transport::RemoteSegment>> {
     inner.peer_ok(rank)?;
     inner.tables.load().remote[rank.0 as usize][SYSTEM_SEG]
-        .clone()
+        .as_ref()
+        .map(|e| e.segment().clone())
         .ok_or_else(|| Error::NoTransport {
             rank,
             reason: "its system segment is not reachable from here".into(),

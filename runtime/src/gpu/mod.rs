@@ -75,6 +75,13 @@ impl QueueStream {
         self.pending.load(Ordering::Relaxed)
     }
 
+    /// Neither copies on the stream nor requests to an owner in flight:
+    /// host-to-host requests may take the short path.
+    #[inline]
+    pub fn idle(&self) -> bool {
+        !self.pending.load(Ordering::Relaxed) && !self.owner_pending.load(Ordering::Relaxed)
+    }
+
     /// Whether requests to `owner` that it executes are outstanding: a
     /// later notification to it must then go through its inbox too.
     #[inline]
@@ -262,7 +269,9 @@ impl Inner {
         deadline: Option<std::time::Instant>,
     ) -> Result<()> {
         self.owner_wait(qs, deadline)?;
-        if qs.pending.swap(false, Ordering::Relaxed) {
+        // Load first: the swap is a locked read-modify-write, and host-only
+        // queues never have GPU work pending.
+        if qs.pending.load(Ordering::Relaxed) && qs.pending.swap(false, Ordering::Relaxed) {
             if let Some(stream) = qs.stream.get() {
                 gpu::synchronize(stream)?;
             }

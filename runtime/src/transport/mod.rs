@@ -61,6 +61,21 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     ) -> Result<Box<dyn RemoteSegment>>;
 }
 
+/// A remote segment as memory this process reaches with plain loads and
+/// stores: its data mapped here, its notification words in host memory.
+///
+/// The runtime's short path (`Inner::put_routed`) copies and stores through
+/// it directly instead of through the trait's `put` and `notify`, the way
+/// UCX's short protocols skip the generic one: on a shared-memory
+/// ping-pong every indirect call is a visible part of the round trip.
+#[derive(Clone, Copy)]
+pub(crate) struct HostDirect<'a> {
+    /// First data byte, mapped in this process for [`RemoteSegment::size`] bytes.
+    pub data: *mut u8,
+    /// The segment's notification words.
+    pub notifications: &'a gaspi_notify::NotificationArea,
+}
+
 /// A peer's segment, reachable through some transport.
 ///
 /// Callers have checked offsets, sizes, ids and values; implementations may
@@ -83,6 +98,12 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// value; `Ok(None)` when this transport cannot reach the word with one
     /// from here, and the owner must apply it (see `atomics.rs`).
     fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>>;
+    /// The segment as host memory mapped here, when this transport reaches
+    /// it that way (shared memory): then a put is a copy and a notify a
+    /// store, with the same effect as `put` and `notify`.
+    fn host_direct(&self) -> Option<HostDirect<'_>> {
+        None
+    }
     /// Whether the data lives in GPU memory (then `put`/`get` must go
     /// through the GPU path, and `notify` after its copies in stream order).
     fn is_gpu(&self) -> bool;

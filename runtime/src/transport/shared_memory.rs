@@ -6,7 +6,7 @@
 //! visible only after the data: the target's acquire load in `waitsome`
 //! pairs with it. The target takes no part in either.
 
-use super::{GpuView, RemoteSegment, Transport};
+use super::{GpuView, HostDirect, RemoteSegment, Transport};
 use crate::error::{Error, Result};
 use crate::segment::SegmentDescriptor;
 use crate::types::Rank;
@@ -167,6 +167,16 @@ impl RemoteSegment for SharedMemorySegment {
         self.notifications
             .set(id, value)
             .map_err(|e| crate::error::Error::Protocol(e.to_string()))
+    }
+
+    fn host_direct(&self) -> Option<HostDirect<'_>> {
+        match &self.data {
+            Data::Mapped { ptr } => Some(HostDirect {
+                data: *ptr,
+                notifications: &self.notifications,
+            }),
+            Data::Process(_) => None,
+        }
     }
 
     fn is_gpu(&self) -> bool {
