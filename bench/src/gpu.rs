@@ -75,6 +75,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     g.segment_create(SEG, 4096, memory, Group::ALL, Timeout::Block)?;
     // Reference on rank 1: 4-byte copy of the flag + launch + synchronise.
     let mut reference = Samples::with_capacity(rounds as usize);
+    let mut raw = Samples::with_capacity(rounds as usize);
     let mut gpu_side = None;
     if me == 1 {
         let dctx = g.device_context(0)?;
@@ -116,12 +117,53 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                 reference.push(t.elapsed().as_secs_f64() * 1e6);
             }
         }
+        // The floor, same run: a raw echo through pinned host-mapped flags,
+        // this process's CPU thread on one side, one GPU thread on the other.
+        let raw_echo = gaspi::kernels::function(&module, "gaspi_echo_raw")?;
+        let flags = PinnedHostMemory::alloc(0, 4096)?;
+        let words = flags.as_atomic_u32s();
+        let (flag_ptr, answer_ptr) = (flags.device_ptr(), flags.device_ptr() + 128);
+        let total = warmup + rounds;
+        // SAFETY: gaspi_echo_raw(volatile unsigned*, volatile unsigned*,
+        // unsigned): two words of `flags`, which outlives the kernel
+        // (synchronised below); the kernel ends after `total` rounds, which
+        // the loop below all sends.
+        unsafe {
+            stream
+                .cuda()
+                .launch_builder(&raw_echo)
+                .arg(&flag_ptr)
+                .arg(&answer_ptr)
+                .arg(&total)
+                .launch(one)?
+        };
+        for round in 1..=total {
+            let t = Instant::now();
+            words[0].store(round, Ordering::Release);
+            let spin_start = Instant::now();
+            while words[32].load(Ordering::Acquire) != round {
+                std::hint::spin_loop();
+                if spin_start.elapsed() > std::time::Duration::from_secs(10) {
+                    return Err("raw echo kernel stopped answering".into());
+                }
+            }
+            if round > warmup {
+                raw.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        gpu::synchronize(&stream)?;
         let echo = gaspi::kernels::function(&module, "gaspi_echo_peer")?;
         gpu_side = Some((dctx, stream, echo));
     }
     let (ref_med, _, _) = share(g, Rank(1), &reference)?;
+    let (raw_med, _, _) = share(g, Rank(1), &raw)?;
     let mut out = Vec::new();
-    for variant in [0u32, 2] {
+    // NOTIFY_RTT_VARIANTS: which kernel variants to run (see echo.cu).
+    let variants: Vec<u32> = std::env::var("NOTIFY_RTT_VARIANTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![0, 2]);
+    for variant in variants {
         if let Some((dctx, stream, echo)) = &gpu_side {
             let (arg, seg, peer, total) = (dctx.kernel_arg(), SEG.0 as u32, 0u32, warmup + rounds);
             // SAFETY: gaspi_echo_peer(gaspi_device_ctx, 5 x unsigned); the
@@ -142,13 +184,28 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
         g.barrier(Group::ALL, Timeout::Block)?;
         let mut rtt = Samples::with_capacity(rounds as usize);
         if me == 0 {
+            // Variant bit 3: ids alternate and each side clears what it
+            // received after its next send (see echo.cu).
+            let deferred = variant & 8 != 0;
+            let mut unreset: Option<(NotifyId, u32)> = None;
+            let check = |id: NotifyId, round: u32| -> Res<()> {
+                match g.notify_reset(SEG, id)? {
+                    v if v == round => Ok(()),
+                    v => Err(format!("round {round}: answer {v}").into()),
+                }
+            };
             for round in 1..=(warmup + rounds) {
+                let id = NotifyId(if deferred { 32 * (round % 2) } else { 0 });
                 let t = Instant::now();
-                g.notify(Rank(1), SEG, NotifyId(0), round, Queue(0))?;
-                let id = g.notify_waitsome(SEG, NotifyId(0), 1, Timeout::Ms(10_000))?;
-                let v = g.notify_reset(SEG, id)?;
-                if v != round {
-                    return Err(format!("round {round}: answer {v}").into());
+                g.notify(Rank(1), SEG, id, round, Queue(0))?;
+                if let Some((got, r)) = unreset.take() {
+                    check(got, r)?;
+                }
+                let got = g.notify_waitsome(SEG, id, 1, Timeout::Ms(10_000))?;
+                if deferred {
+                    unreset = Some((got, round));
+                } else {
+                    check(got, round)?;
                 }
                 if round > warmup {
                     rtt.push(t.elapsed().as_secs_f64() * 1e6);
@@ -156,6 +213,9 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                 if round % 256 == 0 {
                     g.wait(Queue(0), Timeout::Block)?;
                 }
+            }
+            if let Some((got, r)) = unreset.take() {
+                check(got, r)?;
             }
             g.wait(Queue(0), Timeout::Block)?;
         }
@@ -167,17 +227,21 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
             let reset = match variant {
                 0 => "device API as is: acquire polling, atomic-exchange reset, fence + relaxed store".to_string(),
                 v => format!(
-                    "variant {v}:{}{}{}",
+                    "variant {v}:{}{}{}{}",
                     if v & 1 != 0 { " volatile polling + fence;" } else { "" },
                     if v & 2 != 0 { " plain-store reset;" } else { "" },
-                    if v & 4 != 0 { " fence + volatile store answer" } else { "" }
+                    if v & 4 != 0 { " fence + volatile store answer;" } else { "" },
+                    if v & 8 != 0 { " answer first, reset after (ids alternate)" } else { "" }
                 ),
             };
             let mut full = Record::new("notify-rtt", 2).with_samples(&rtt);
             full.transport = Some("host-mapped".into());
             full.iters = Some(rounds as u64);
             full = full.with_ref_us("cuMemcpy flag + kernel launch + sync", ref_med);
-            full.note = Some(format!("full round trip CPU -> kernel -> CPU; {reset}"));
+            full.note = Some(format!(
+                "full round trip CPU -> kernel -> CPU; {reset}; floor (raw echo through \
+                 pinned host-mapped flags, same run): {raw_med:.3} us"
+            ));
             let half = Samples(rtt.0.iter().map(|x| x / 2.0).collect());
             let mut h = Record::new("notify-half-rtt", 2).with_samples(&half);
             h.transport = full.transport.clone();

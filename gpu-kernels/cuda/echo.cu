@@ -29,6 +29,19 @@ extern "C" __global__ void gaspi_echo_once(const unsigned int* flag, unsigned in
     answer[0] = flag[0];
 }
 
+// The physical floor of the round trip, outside the runtime: one thread
+// polls a flag in pinned host-mapped memory with volatile loads and echoes
+// each round's value into another such flag, no fences, no API.
+extern "C" __global__ void gaspi_echo_raw(volatile unsigned int* flag, volatile unsigned int* answer,
+                                          unsigned int rounds) {
+    if (threadIdx.x != 0) return;
+    for (unsigned int round = 1; round <= rounds; ++round) {
+        while (*flag != round) {
+        }
+        *answer = round;
+    }
+}
+
 // The notify-rtt benchmark's kernel (gaspi-bench notify-rtt): one warp
 // waits on notification 0 of its local segment `in_seg`, clears it, and
 // answers with notification 0 of segment `out_seg` on rank `peer`.
@@ -38,16 +51,23 @@ extern "C" __global__ void gaspi_echo_once(const unsigned int* flag, unsigned in
 //      gaspi_notify);
 //   bit 0: poll with relaxed (volatile) loads, one acquire fence after a hit;
 //   bit 1: clear the word with a plain store instead of an atomic exchange;
-//   bit 2: answer with __threadfence_system + a relaxed store (no st.release).
+//   bit 2: answer with __threadfence_system + a relaxed store (no st.release);
+//   bit 3: answer first and clear after (rounds alternate between ids 0 and
+//          32, as the CPU side does then), so the clear's round trip across
+//          PCIe is off the critical path: the device-side counterpart of the
+//          CPU ping-pong's deferred reset. The device API calls are used as is.
 extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int peer,
                                            unsigned int out_seg, unsigned int max_rounds, unsigned int variant) {
     if (threadIdx.x >= 32) return;
     const gaspi_segment_desc* in = gaspi_local_segment(ctx, in_seg);
     const gaspi_segment_desc* out = gaspi_remote_segment(ctx, peer, out_seg);
     if (in == nullptr || out == nullptr || out->notifications == 0) return;
-    gaspi_u32* word = reinterpret_cast<gaspi_u32*>(in->notifications);
-    gaspi_u32* answer = reinterpret_cast<gaspi_u32*>(out->notifications);
+    const bool deferred = (variant & 8u) != 0u;
     for (unsigned int round = 0; round < max_rounds; ++round) {
+        // The CPU's round r (from 1) uses id 32 * (r % 2) when deferred.
+        const unsigned int id = deferred ? 32u * ((round + 1u) & 1u) : 0u;
+        gaspi_u32* word = reinterpret_cast<gaspi_u32*>(in->notifications) + id;
+        gaspi_u32* answer = reinterpret_cast<gaspi_u32*>(out->notifications) + id;
         if (variant & 1u) {
             if (threadIdx.x == 0) {
                 while (*reinterpret_cast<volatile gaspi_u32*>(word) == 0u) {
@@ -55,16 +75,19 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
                 __threadfence_system();
             }
             __syncwarp();
-        } else if (gaspi_notify_waitsome(ctx, in_seg, 0, 1) < 0) {
+        } else if (gaspi_notify_waitsome(ctx, in_seg, id, 1) < 0) {
             return;
         }
         unsigned int value = 0;
         if (threadIdx.x == 0) {
-            if (variant & 2u) {
+            if (deferred) {
+                // The word was seen set (with an acquire); read it, clear later.
+                value = *reinterpret_cast<volatile gaspi_u32*>(word);
+            } else if (variant & 2u) {
                 value = *reinterpret_cast<volatile gaspi_u32*>(word);
                 *reinterpret_cast<volatile gaspi_u32*>(word) = 0u;
             } else {
-                value = gaspi_notify_reset(ctx, in_seg, 0);
+                value = gaspi_notify_reset(ctx, in_seg, id);
             }
         }
         value = __shfl_sync(0xffffffffu, value, 0);
@@ -74,8 +97,10 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
                 __threadfence_system();
                 *reinterpret_cast<volatile gaspi_u32*>(answer) = value;
             } else {
-                gaspi_notify(ctx, peer, out_seg, 0, value);
+                gaspi_notify(ctx, peer, out_seg, id, value);
             }
+            // The CPU sends to this id again only after our next answer.
+            if (deferred) gaspi_notify_reset(ctx, in_seg, id);
         }
         __syncwarp();
     }
