@@ -294,20 +294,18 @@ impl NotificationArea {
         deadline: Option<Instant>,
     ) -> Result<(Option<u32>, Duration), NotifyError> {
         self.check_range(begin, num)?;
-        let scan = || self.scan(begin, num);
-        Ok(if num == 1 {
-            let word = self.word(begin);
-            self.wait_with(deadline, scan, || {
-                (poll::poll_word(word, SPIN_CHUNK) != 0).then_some(begin)
-            })
-        } else {
-            self.wait_with(deadline, scan, || {
-                (0..SPIN_CHUNK).find_map(|_| {
-                    std::hint::spin_loop();
-                    self.scan(begin, num)
-                })
-            })
-        })
+        if num != 1 {
+            return Ok(self.wait_until_timed(deadline, || self.scan(begin, num)));
+        }
+        let word = self.word(begin);
+        Ok(self.wait_with(deadline, |paced| {
+            let v = if paced {
+                poll::poll_word(word, SPIN_CHUNK)
+            } else {
+                word.load(Ordering::Acquire)
+            };
+            (v != 0).then_some(begin)
+        }))
     }
 
     /// Waits until `ready` returns `Some`, spinning briefly, then sleeping.
@@ -337,30 +335,27 @@ impl NotificationArea {
         deadline: Option<Instant>,
         mut ready: impl FnMut() -> Option<R>,
     ) -> (Option<R>, Duration) {
-        let ready = std::cell::RefCell::new(&mut ready);
-        self.wait_with(
-            deadline,
-            || (ready.borrow_mut())(),
-            || {
-                (0..SPIN_CHUNK).find_map(|_| {
-                    // One pause per check: a pause costs up to ~140 cycles
-                    // on recent x86 cores, more than a scan of a few words.
-                    std::hint::spin_loop();
-                    (ready.borrow_mut())()
-                })
-            },
-        )
+        self.wait_with(deadline, |paced| {
+            if !paced {
+                return ready();
+            }
+            (0..SPIN_CHUNK).find_map(|_| {
+                // One pause per check: a pause costs up to ~140 cycles on
+                // recent x86 cores, more than a scan of a few words.
+                std::hint::spin_loop();
+                ready()
+            })
+        })
     }
 
-    /// The wait itself: `ready` checks once; `spin` makes [`SPIN_CHUNK`]
-    /// paced checks, between which the clock is read.
+    /// The wait itself. `check(false)` checks once; `check(true)` makes
+    /// [`SPIN_CHUNK`] paced checks, between which the clock is read.
     fn wait_with<R>(
         &self,
         deadline: Option<Instant>,
-        mut ready: impl FnMut() -> Option<R>,
-        mut spin: impl FnMut() -> Option<R>,
+        mut check: impl FnMut(bool) -> Option<R>,
     ) -> (Option<R>, Duration) {
-        if let Some(r) = ready() {
+        if let Some(r) = check(false) {
             return (Some(r), Duration::ZERO);
         }
         let start = Instant::now();
@@ -368,7 +363,7 @@ impl NotificationArea {
         let mut last = start;
         // Spin phase: paced re-scans, checking the clock between chunks.
         loop {
-            if let Some(r) = spin() {
+            if let Some(r) = check(true) {
                 return (Some(r), last - start);
             }
             last = Instant::now();
@@ -384,7 +379,7 @@ impl NotificationArea {
         loop {
             let now = Instant::now();
             let left = match deadline {
-                Some(d) if now >= d => return (ready(), now - start),
+                Some(d) if now >= d => return (check(false), now - start),
                 Some(d) => Some(d - now),
                 None => None,
             };
@@ -407,14 +402,14 @@ impl NotificationArea {
             };
             self.sleepers().fetch_add(1, Ordering::SeqCst);
             let seen = self.sequence().load(Ordering::SeqCst);
-            if let Some(r) = ready() {
+            if let Some(r) = check(false) {
                 self.sleepers().fetch_sub(1, Ordering::SeqCst);
                 return (Some(r), now - start);
             }
             let nap = left.map_or(slice, |l| l.min(slice));
             futex::wait(self.sequence(), seen, nap);
             self.sleepers().fetch_sub(1, Ordering::SeqCst);
-            if let Some(r) = ready() {
+            if let Some(r) = check(false) {
                 return (Some(r), start.elapsed());
             }
         }

@@ -127,21 +127,11 @@ impl Inner {
         if let Some(direct) = host_direct(q, local, r) {
             // SAFETY: the caller checked local_offset + size against the
             // local segment and to.offset + size against the remote one,
-            // whose mapping lives as long as `r`; both are host memory
-            // mapped here. They overlap only when a rank writes into its
-            // own segment, hence the overlap-tolerant copy.
-            unsafe {
-                std::ptr::copy(
-                    local.data().add(local_offset as usize),
-                    direct.data.add(to.offset as usize),
-                    size as usize,
-                )
-            };
-            if let Some((id, value)) = notify {
-                // A release store: ordered after the copy.
-                direct.notifications.set(id, value).map_err(notify_error)?;
-            }
-            return Ok(());
+            // whose mapping lives as long as `r`.
+            let src = unsafe { local.data().add(local_offset as usize) };
+            // SAFETY: as just said.
+            return unsafe { direct.put(src, to.offset, size as usize, notify) }
+                .map_err(notify_error);
         }
         if let Some(inbox) = self.owner_route(q, local, to) {
             return self.owner_put(
@@ -318,23 +308,20 @@ impl Inner {
             }
             // SAFETY: both ranges were checked just above against the
             // segments, which the table snapshot keeps alive and mapped
-            // here (host memory at both ends). They overlap only when a
-            // rank writes into its own segment: the overlap-tolerant copy.
-            unsafe {
-                std::ptr::copy(
+            // here (host memory at both ends).
+            let stored = unsafe {
+                direct.put(
                     local.data().add(local_offset as usize),
-                    direct.data.add(remote_offset as usize),
+                    remote_offset,
                     size as usize,
+                    notify.map(|(id, value)| (id.0, value)),
                 )
             };
-            let op = match notify {
-                Some((id, value)) => {
-                    // A release store, after the copy; id and value checked.
-                    let stored = direct.notifications.set(id.0, value);
-                    debug_assert!(stored.is_ok(), "checked above");
-                    Op::WriteNotify
-                }
-                None => Op::Write,
+            debug_assert!(stored.is_ok(), "id and value checked above");
+            let op = if notify.is_some() {
+                Op::WriteNotify
+            } else {
+                Op::Write
             };
             q.touch(rank);
             self.stats.call(op, Counter::BytesWritten, size);

@@ -76,6 +76,32 @@ pub(crate) struct HostDirect<'a> {
     pub notifications: &'a gaspi_notify::NotificationArea,
 }
 
+impl HostDirect<'_> {
+    /// Copies `len` bytes from `src` to `offset`, then sets notification
+    /// `id` to `value` if given (a release store, after the copy).
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `len` bytes and `offset + len` must
+    /// lie within the segment's data. The ranges may overlap (a rank writing
+    /// into its own segment): the copy tolerates it.
+    #[inline]
+    pub unsafe fn put(
+        &self,
+        src: *const u8,
+        offset: u64,
+        len: usize,
+        notify: Option<(u32, u32)>,
+    ) -> std::result::Result<(), gaspi_notify::NotifyError> {
+        // SAFETY: the caller's contract; the data is mapped here for the
+        // segment's size as long as `self` borrows the segment.
+        unsafe { std::ptr::copy(src, self.data.add(offset as usize), len) };
+        match notify {
+            Some((id, value)) => self.notifications.set(id, value),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A peer's segment, reachable through some transport.
 ///
 /// Callers have checked offsets, sizes, ids and values; implementations may
