@@ -223,6 +223,7 @@ impl NotificationArea {
     /// The store is a release: every write this thread made before (the data
     /// of a `write_notify`) is visible to whoever observes the word with an
     /// acquire load.
+    #[inline]
     pub fn set(&self, id: u32, value: u32) -> Result<(), NotifyError> {
         self.check_set(id, value)?;
         self.word(id).store(value, Ordering::Release);

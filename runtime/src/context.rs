@@ -164,7 +164,7 @@ impl Inner {
 
     /// Checks a rank number.
     /// Whether `rank` exists and is healthy, as a yes or no (short path).
-    #[inline]
+    #[inline(always)]
     pub fn peer_healthy(&self, rank: Rank) -> bool {
         self.peers
             .get(rank.0 as usize)

@@ -234,50 +234,54 @@ impl Inner {
 impl Inner {
     /// The short path of a request (UCX's "short" protocol): the target is
     /// host memory this process maps, and the queue has no GPU work in
-    /// flight that the request must follow. It makes no virtual call and
-    /// stores nothing but the request's own bytes and counters (see
-    /// `tables.rs` for why stores matter). `post` runs the request's own
-    /// checks and the request, and says whether it did; any `false` must
-    /// come before anything changed. The general path then runs the same
-    /// request again: it routes what is not short, and reports with a
-    /// typed error what is wrong; so the checks here only ever decide
-    /// between the two paths, never what is allowed.
-    #[inline]
-    fn short_path(
+    /// flight that the request must follow. Everything here is inlined
+    /// into the caller: no call but the copy, no virtual call, no closure
+    /// environment on the stack, and no store but the request's own bytes
+    /// and counters (see `tables.rs` for why stores and loads after a copy
+    /// matter). Its checks only choose between the paths: any `false` comes
+    /// before anything changed, and the general path then runs the same
+    /// request again, routes what is not short and reports with a typed
+    /// error what is wrong.
+    ///
+    /// # Safety
+    /// The caller must not load the segment tables (nor call anything that
+    /// does) while it uses the returned tables and entries (see
+    /// [`crate::tables::SegmentTables::peek`]).
+    #[inline(always)]
+    unsafe fn short_target(
         &self,
         queue: Queue,
         rank: Rank,
         remote_seg: SegId,
-        post: impl FnOnce(&crate::queue::QueueState, &Tables, &RemoteEntry, HostDirect<'_>) -> bool,
-    ) -> bool {
-        let Some(q) = self.queues.get(queue.0 as usize) else {
-            return false;
-        };
+    ) -> Option<(
+        &crate::queue::QueueState,
+        &Tables,
+        &RemoteEntry,
+        HostDirect<'_>,
+    )> {
+        let q = self.queues.get(queue.0 as usize)?;
         if !q.created.load(std::sync::atomic::Ordering::Relaxed)
             || !q.gpu.idle()
             || remote_seg.0 as u32 >= self.config.segment_max
             || !self.peer_healthy(rank)
         {
-            return false;
+            return None;
         }
-        let tables = self.tables.load();
-        let Some(Some(remote)) = tables
+        // SAFETY: the caller's contract.
+        let tables = unsafe { self.tables.peek() }?;
+        let remote = tables
             .remote
-            .get(rank.0 as usize)
-            .and_then(|t| t.get(remote_seg.0 as usize))
-        else {
-            return false;
-        };
-        let Some(direct) = remote.host() else {
-            return false;
-        };
-        post(q, &tables, remote, direct)
+            .get(rank.0 as usize)?
+            .get(remote_seg.0 as usize)?
+            .as_ref()?;
+        let direct = remote.host()?;
+        Some((q, tables, remote, direct))
     }
 
-    /// `write` / `write_notify` on the short path (see [`Self::short_path`]).
+    /// `write` / `write_notify` on the short path (see [`Self::short_target`]).
     #[allow(clippy::too_many_arguments)] // the request's own fields
-    #[inline]
-    fn put_short(
+    #[inline(always)]
+    pub(crate) fn put_short(
         &self,
         local_seg: SegId,
         local_offset: u64,
@@ -291,47 +295,52 @@ impl Inner {
         if size == 0 || size > self.config.transfer_size_max {
             return false;
         }
-        self.short_path(queue, rank, remote_seg, |q, tables, remote, direct| {
-            let Some(Some(local)) = tables.local.get(local_seg.0 as usize) else {
-                return false;
-            };
-            if local.is_gpu()
-                || !fits(local_offset, size, local.size as u64)
-                || !fits(remote_offset, size, remote.size)
-                || notify.is_some_and(|(id, v)| id.0 >= remote.notification_count || v == 0)
-            {
-                return false;
-            }
-            let entries = 1 + notify.is_some() as u32;
-            if !q.try_reserve(entries, self.config.queue_size_max) {
-                return false;
-            }
-            // SAFETY: both ranges were checked just above against the
-            // segments, which the table snapshot keeps alive and mapped
-            // here (host memory at both ends).
-            let stored = unsafe {
-                direct.put(
-                    local.data().add(local_offset as usize),
-                    remote_offset,
-                    size as usize,
-                    notify.map(|(id, value)| (id.0, value)),
-                )
-            };
-            debug_assert!(stored.is_ok(), "id and value checked above");
-            let op = if notify.is_some() {
-                Op::WriteNotify
-            } else {
-                Op::Write
-            };
-            q.touch(rank);
-            self.stats.call(op, Counter::BytesWritten, size);
-            true
-        })
+        // SAFETY: nothing below loads the tables: the checks, the copy, a
+        // notification store and counters.
+        let Some((q, tables, remote, direct)) =
+            (unsafe { self.short_target(queue, rank, remote_seg) })
+        else {
+            return false;
+        };
+        let Some(Some(local)) = tables.local.get(local_seg.0 as usize) else {
+            return false;
+        };
+        if local.is_gpu()
+            || !fits(local_offset, size, local.size as u64)
+            || !fits(remote_offset, size, remote.size)
+            || notify.is_some_and(|(id, v)| id.0 >= remote.notification_count || v == 0)
+        {
+            return false;
+        }
+        let entries = 1 + notify.is_some() as u32;
+        if !q.try_reserve(entries, self.config.queue_size_max) {
+            return false;
+        }
+        // SAFETY: both ranges were checked just above against the segments,
+        // which the table snapshot keeps alive and mapped here (host memory
+        // at both ends).
+        let stored = unsafe {
+            direct.put(
+                local.data().add(local_offset as usize),
+                remote_offset,
+                size as usize,
+                notify.map(|(id, value)| (id.0, value)),
+            )
+        };
+        debug_assert!(stored.is_ok(), "id and value checked above");
+        let op = if notify.is_some() {
+            Op::WriteNotify
+        } else {
+            Op::Write
+        };
+        q.touch(rank);
+        self.stats.call(op, Counter::BytesWritten, size);
+        true
     }
 
-    /// `notify` on the short path (see [`Self::short_path`]).
-    #[inline]
-    fn notify_short(
+    /// `notify` on the short path (see [`Self::short_target`]).
+    #[inline(always)]
+    pub(crate) fn notify_short(
         &self,
         rank: Rank,
         remote_seg: SegId,
@@ -339,19 +348,22 @@ impl Inner {
         value: u32,
         queue: Queue,
     ) -> bool {
-        self.short_path(queue, rank, remote_seg, |q, _, remote, direct| {
-            if id.0 >= remote.notification_count
-                || value == 0
-                || !q.try_reserve(1, self.config.queue_size_max)
-            {
-                return false;
-            }
-            let stored = direct.notifications.set(id.0, value);
-            debug_assert!(stored.is_ok(), "checked above");
-            q.touch(rank);
-            self.stats.call(Op::Notify, Counter::None, 0);
-            true
-        })
+        // SAFETY: nothing below loads the tables: checks, one store, counters.
+        let Some((q, _, remote, direct)) = (unsafe { self.short_target(queue, rank, remote_seg) })
+        else {
+            return false;
+        };
+        if id.0 >= remote.notification_count
+            || value == 0
+            || !q.try_reserve(1, self.config.queue_size_max)
+        {
+            return false;
+        }
+        let stored = direct.notifications.set(id.0, value);
+        debug_assert!(stored.is_ok(), "checked above");
+        q.touch(rank);
+        self.stats.call(Op::Notify, Counter::None, 0);
+        true
     }
 }
 
@@ -726,6 +738,7 @@ impl Gaspi {
     /// Posts a write of `size` bytes from `local_seg` at `local_offset` to
     /// `remote_seg` of `rank` at `remote_offset`, on `queue`.
     #[allow(clippy::too_many_arguments)] // GASPI's signature, argument for argument
+    #[inline]
     pub fn write(
         &self,
         local_seg: impl Into<SegId>,
@@ -752,6 +765,7 @@ impl Gaspi {
     /// the same remote segment. The notification is never visible before
     /// the data.
     #[allow(clippy::too_many_arguments)] // GASPI's signature, argument for argument
+    #[inline]
     pub fn write_notify(
         &self,
         local_seg: impl Into<SegId>,
@@ -776,7 +790,10 @@ impl Gaspi {
         )
     }
 
+    /// `write` and `write_notify`: the short path inlined into the caller,
+    /// everything else out of line.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn put(
         &self,
         local_seg: SegId,
@@ -788,8 +805,7 @@ impl Gaspi {
         notify: Option<(NotifyId, u32)>,
         queue: Queue,
     ) -> Result<()> {
-        let inner = &*self.inner;
-        let short = inner.put_short(
+        let short = self.inner.put_short(
             local_seg,
             local_offset,
             rank,
@@ -802,6 +818,34 @@ impl Gaspi {
         if short {
             return Ok(());
         }
+        self.put_general(
+            local_seg,
+            local_offset,
+            rank,
+            remote_seg,
+            remote_offset,
+            size,
+            notify,
+            queue,
+        )
+    }
+
+    /// `put` when the short path does not take the request: routes it by
+    /// transport, or reports what is wrong with it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn put_general(
+        &self,
+        local_seg: SegId,
+        local_offset: u64,
+        rank: Rank,
+        remote_seg: SegId,
+        remote_offset: u64,
+        size: u64,
+        notify: Option<(NotifyId, u32)>,
+        queue: Queue,
+    ) -> Result<()> {
+        let inner = &*self.inner;
         let q = inner.check_queue(queue)?;
         inner.check_size(size)?;
         inner.check_peer(rank)?;
@@ -880,6 +924,7 @@ impl Gaspi {
     /// Posts a notification of `value` at `notification` of `remote_seg` of
     /// `rank`. It does not overtake writes posted before it on the same
     /// queue to the same rank.
+    #[inline]
     pub fn notify(
         &self,
         rank: Rank,
@@ -888,10 +933,26 @@ impl Gaspi {
         value: u32,
         queue: Queue,
     ) -> Result<()> {
-        let inner = &*self.inner;
-        if inner.notify_short(rank, remote_seg, notification, value, queue) {
+        if self
+            .inner
+            .notify_short(rank, remote_seg, notification, value, queue)
+        {
             return Ok(());
         }
+        self.notify_general(rank, remote_seg, notification, value, queue)
+    }
+
+    /// `notify` when the short path does not take it.
+    #[inline(never)]
+    fn notify_general(
+        &self,
+        rank: Rank,
+        remote_seg: SegId,
+        notification: NotifyId,
+        value: u32,
+        queue: Queue,
+    ) -> Result<()> {
+        let inner = &*self.inner;
         let q = inner.check_queue(queue)?;
         inner.check_peer(rank)?;
         let tables = inner.tables.load();

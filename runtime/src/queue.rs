@@ -42,7 +42,7 @@ impl QueueState {
     }
 
     /// [`Self::reserve`] as a yes or no, for the short path.
-    #[inline]
+    #[inline(always)]
     pub fn try_reserve(&self, entries: u32, depth: u32) -> bool {
         // One read-modify-write on the fast path; undo it when over depth.
         let before = self.posted.fetch_add(entries, Ordering::Relaxed);
@@ -59,7 +59,7 @@ impl QueueState {
     }
 
     /// Notes that a request went to `rank`.
-    #[inline]
+    #[inline(always)]
     pub fn touch(&self, rank: Rank) {
         let (w, b) = (rank.0 as usize / 64, rank.0 % 64);
         // Skip the read-modify-write when the bit is set already (the common

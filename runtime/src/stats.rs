@@ -104,7 +104,7 @@ impl Default for Stats {
 }
 
 impl Stats {
-    #[inline]
+    #[inline(always)]
     fn with_cells(&self, f: impl FnOnce(&Cells)) {
         let (id, cells) = MINE.with(|m| m.get());
         if id == self.id {
@@ -130,7 +130,7 @@ impl Stats {
     }
 
     /// Counts one call of `op` moving `bytes` bytes into `counter`.
-    #[inline]
+    #[inline(always)]
     pub fn call(&self, op: Op, counter: Counter, bytes: u64) {
         self.with_cells(|c| {
             c.bump(op as usize, 1);

@@ -77,7 +77,7 @@ impl QueueStream {
 
     /// Neither copies on the stream nor requests to an owner in flight:
     /// host-to-host requests may take the short path.
-    #[inline]
+    #[inline(always)]
     pub fn idle(&self) -> bool {
         !self.pending.load(Ordering::Relaxed) && !self.owner_pending.load(Ordering::Relaxed)
     }
