@@ -76,6 +76,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     // Reference on rank 1: 4-byte copy of the flag + launch + synchronise.
     let mut reference = Samples::with_capacity(rounds as usize);
     let mut raw = Samples::with_capacity(rounds as usize);
+    let mut raw_multi: Vec<(u32, Samples)> = Vec::new();
     let mut gpu_side = None;
     if me == 1 {
         let dctx = g.device_context(0)?;
@@ -118,53 +119,92 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
             }
         }
         // The floor, same run: a raw echo through pinned host-mapped flags,
-        // this process's CPU thread on one side, one GPU thread on the other.
-        let raw_echo = gaspi::kernels::function(&module, "gaspi_echo_raw")?;
-        let flags = PinnedHostMemory::alloc(0, 4096)?;
-        let words = flags.as_atomic_u32s();
-        let (flag_ptr, answer_ptr) = (flags.device_ptr(), flags.device_ptr() + 128);
+        // this process's CPU thread on one side, one GPU thread on the other
+        // (then one polling thread in each of 2, 4, 8 warps).
         let total = warmup + rounds;
-        // SAFETY: gaspi_echo_raw(volatile unsigned*, volatile unsigned*,
-        // unsigned): two words of `flags`, which outlives the kernel
-        // (synchronised below); the kernel ends after `total` rounds, which
-        // the loop below all sends.
-        unsafe {
-            stream
-                .cuda()
-                .launch_builder(&raw_echo)
-                .arg(&flag_ptr)
-                .arg(&answer_ptr)
-                .arg(&total)
-                .launch(one)?
-        };
-        for round in 1..=total {
-            let t = Instant::now();
-            words[0].store(round, Ordering::Release);
-            let spin_start = Instant::now();
-            while words[32].load(Ordering::Acquire) != round {
-                std::hint::spin_loop();
-                if spin_start.elapsed() > std::time::Duration::from_secs(10) {
-                    return Err("raw echo kernel stopped answering".into());
+        let raw_echo = |name: &str, threads: u32| -> Res<Samples> {
+            let kernel = gaspi::kernels::function(&module, name)?;
+            let flags = PinnedHostMemory::alloc(0, 4096)?;
+            let words = flags.as_atomic_u32s();
+            let (flag_ptr, answer_ptr) = (flags.device_ptr(), flags.device_ptr() + 128);
+            let block = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: gaspi_echo_raw / gaspi_echo_raw_multi(volatile
+            // unsigned*, volatile unsigned*, unsigned): two words of
+            // `flags`, which outlives the kernel (synchronised below); the
+            // kernel ends after `total` rounds, which the loop below sends.
+            unsafe {
+                stream
+                    .cuda()
+                    .launch_builder(&kernel)
+                    .arg(&flag_ptr)
+                    .arg(&answer_ptr)
+                    .arg(&total)
+                    .launch(block)?
+            };
+            let mut raw = Samples::with_capacity(rounds as usize);
+            for round in 1..=total {
+                let t = Instant::now();
+                words[0].store(round, Ordering::Release);
+                let spin_start = Instant::now();
+                while words[32].load(Ordering::Acquire) != round {
+                    std::hint::spin_loop();
+                    if spin_start.elapsed() > std::time::Duration::from_secs(10) {
+                        return Err("raw echo kernel stopped answering".into());
+                    }
+                }
+                if round > warmup {
+                    raw.push(t.elapsed().as_secs_f64() * 1e6);
                 }
             }
-            if round > warmup {
-                raw.push(t.elapsed().as_secs_f64() * 1e6);
-            }
+            gpu::synchronize(&stream)?;
+            Ok(raw)
+        };
+        raw = raw_echo("gaspi_echo_raw", 1)?;
+        for warps in [2u32, 4] {
+            raw_multi.push((warps, raw_echo("gaspi_echo_raw_multi", 32 * warps)?));
         }
-        gpu::synchronize(&stream)?;
         let echo = gaspi::kernels::function(&module, "gaspi_echo_peer")?;
         gpu_side = Some((dctx, stream, echo));
     }
     let (ref_med, _, _) = share(g, Rank(1), &reference)?;
     let (raw_med, _, _) = share(g, Rank(1), &raw)?;
     let mut out = Vec::new();
+    for warps in [2u32, 4] {
+        let empty = Samples::default();
+        let s = raw_multi
+            .iter()
+            .find(|(w, _)| *w == warps)
+            .map_or(&empty, |(_, s)| s);
+        let (med, p10, p90) = share(g, Rank(1), s)?;
+        if me == 0 {
+            let mut r = Record::new("notify-rtt-floor", 2);
+            r.median_us = Some(med);
+            r.p10_us = Some(p10);
+            r.p90_us = Some(p90);
+            r.iters = Some(rounds as u64);
+            r = r.with_ref_us("raw echo, one polling thread", raw_med);
+            r.note = Some(format!(
+                "raw echo through pinned host-mapped flags, one polling thread in each of {warps} warps"
+            ));
+            out.push(r);
+        }
+    }
     // NOTIFY_RTT_VARIANTS: which kernel variants to run (see echo.cu).
     let variants: Vec<u32> = std::env::var("NOTIFY_RTT_VARIANTS")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![0, 2]);
+        .unwrap_or_else(|| vec![0, 24, 384]);
     for variant in variants {
         if let Some((dctx, stream, echo)) = &gpu_side {
+            // Variants whose kernel never clears (the CPU counts up) leave
+            // the last round's value behind: start every variant from zero.
+            for id in [0, 32] {
+                g.notify_reset(SEG, NotifyId(id))?;
+            }
             let (arg, seg, peer, total) = (dctx.kernel_arg(), SEG.0 as u32, 0u32, warmup + rounds);
             // SAFETY: gaspi_echo_peer(gaspi_device_ctx, 5 x unsigned); the
             // context outlives the kernel (synchronised below).
@@ -178,7 +218,14 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                     .arg(&seg)
                     .arg(&total)
                     .arg(&variant)
-                    .launch(one_warp())?
+                    .launch(if variant & 256 != 0 {
+                        LaunchConfig {
+                            block_dim: (64, 1, 1),
+                            ..one_warp()
+                        }
+                    } else {
+                        one_warp()
+                    })?
             };
         }
         g.barrier(Group::ALL, Timeout::Block)?;
@@ -226,6 +273,30 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
         if me == 0 {
             let reset = match variant {
                 0 => "device API as is: acquire polling, atomic-exchange reset, fence + relaxed store".to_string(),
+                v if v & 128 != 0 => format!(
+                    "variant {v}: values count up: gaspi_notify_wait_above (no clear) + \
+                     gaspi_notify_relaxed (no fence), {}",
+                    if v & 256 != 0 {
+                        "two polling warps, the first to see a round answers"
+                    } else {
+                        "one polling thread"
+                    }
+                ),
+                v if v & 64 != 0 => format!(
+                    "variant {v}: raw kernel on the runtime's words (volatile poll for the \
+                     round's value, volatile store answer, no clear, no fence)"
+                ),
+                v if v & 16 != 0 => format!(
+                    "variant {v}: value from the scan (gaspi_notify_waitsome_value), \
+                     posted clear (gaspi_notify_clear); {}",
+                    if v & 8 != 0 {
+                        "answer at once by gaspi_notify_relaxed, then clear + gaspi_fence (ids alternate)"
+                    } else if v & 32 != 0 {
+                        "answer by a relaxed store without fence"
+                    } else {
+                        "answer by gaspi_notify (fence + store)"
+                    }
+                ),
                 v => format!(
                     "variant {v}:{}{}{}{}",
                     if v & 1 != 0 { " volatile polling + fence;" } else { "" },

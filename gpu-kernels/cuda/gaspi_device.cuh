@@ -246,13 +246,15 @@ __device__ __forceinline__ unsigned char* gaspi_segment_ptr(const gaspi_device_c
 // Waiting for and clearing notifications.
 // ---------------------------------------------------------------------------
 
-// Waits until one of the notification words begin..begin+num of local
-// segment `seg` is non-zero and returns the first such id; at most
-// timeout_ns nanoseconds (GASPI_BLOCK: forever; 0: look once).
-// Call from all 32 lanes of a converged warp: the lanes scan 32 words at a
-// time and all of them return the same answer. Negative on error/timeout.
-__device__ inline int gaspi_notify_waitsome_timeout(const gaspi_device_ctx& ctx, gaspi_u32 seg,
-                                                    gaspi_u32 begin, gaspi_u32 num, gaspi_u64 timeout_ns) {
+// gaspi_notify_waitsome_timeout (below) that also gives, in *value of every
+// lane, the value the scan saw in the returned word. Warp-collective.
+// Reading the word again, or clearing it with gaspi_notify_reset (an atomic
+// exchange), costs a round trip when the words are host-mapped (about 1 us
+// across PCIe); a kernel that answers requests can take the value from here
+// and clear the word with gaspi_notify_clear, a posted write.
+__device__ inline int gaspi_notify_waitsome_value(const gaspi_device_ctx& ctx, gaspi_u32 seg,
+                                                  gaspi_u32 begin, gaspi_u32 num, gaspi_u64 timeout_ns,
+                                                  gaspi_u32* value) {
     const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
     if (!d || d->notifications == 0 || num == 0 || (gaspi_u64)begin + num > d->notification_count) {
         return GASPI_DEV_ERR_ARG;
@@ -269,7 +271,9 @@ __device__ inline int gaspi_notify_waitsome_timeout(const gaspi_device_ctx& ctx,
                 // The lane that saw the word did an acquire; __syncwarp orders
                 // the other lanes' later accesses after it.
                 __syncwarp();
-                return (int)(begin + base + (gaspi_u32)(__ffs((int)hit) - 1));
+                const gaspi_u32 first = (gaspi_u32)(__ffs((int)hit) - 1);
+                *value = __shfl_sync(0xffffffffu, v, first);
+                return (int)(begin + base + first);
             }
             if (num - base <= 32u) break;
         }
@@ -279,9 +283,50 @@ __device__ inline int gaspi_notify_waitsome_timeout(const gaspi_device_ctx& ctx,
     }
 }
 
+// Waits until one of the notification words begin..begin+num of local
+// segment `seg` is non-zero and returns the first such id; at most
+// timeout_ns nanoseconds (GASPI_BLOCK: forever; 0: look once).
+// Call from all 32 lanes of a converged warp: the lanes scan 32 words at a
+// time and all of them return the same answer. Negative on error/timeout.
+__device__ inline int gaspi_notify_waitsome_timeout(const gaspi_device_ctx& ctx, gaspi_u32 seg,
+                                                    gaspi_u32 begin, gaspi_u32 num, gaspi_u64 timeout_ns) {
+    gaspi_u32 value;
+    return gaspi_notify_waitsome_value(ctx, seg, begin, num, timeout_ns, &value);
+}
+
 // gaspi_notify_waitsome_timeout with no time limit (warp-collective).
 __device__ inline int gaspi_notify_waitsome(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 begin, gaspi_u32 num) {
     return gaspi_notify_waitsome_timeout(ctx, seg, begin, num, GASPI_BLOCK);
+}
+
+// Waits until notification `id` of local segment `seg` holds a value above
+// `last` (unsigned) and gives it in *value; at most timeout_ns nanoseconds
+// (GASPI_BLOCK: forever). For senders that count up (each notification's
+// value a sequence number, as with NVSHMEM's signal_wait_until): then the
+// word needs no clearing between messages, so a persistent kernel answers
+// without a clear and without the fence that would order the clear before
+// its answer. One thread (any number of threads may wait on the same word;
+// each returns). GASPI_DEV_SUCCESS, GASPI_DEV_TIMEOUT or GASPI_DEV_ERR_ARG.
+// Host-mapped words are read across PCIe, about 1 us per read: two warps
+// polling the same word (one lane each) see a new value about 0.4 us sooner
+// than one on an H100; let the first answer (an atomicMax on a __shared__
+// counter decides, see gaspi_echo_peer in echo.cu). Four are slower than one.
+__device__ inline int gaspi_notify_wait_above(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 id,
+                                              gaspi_u32 last, gaspi_u64 timeout_ns, gaspi_u32* value) {
+    const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
+    if (!d || d->notifications == 0 || id >= d->notification_count) return GASPI_DEV_ERR_ARG;
+    const gaspi_u32* word = reinterpret_cast<const gaspi_u32*>(d->notifications) + id;
+    const gaspi_u64 start = timeout_ns == GASPI_BLOCK ? 0 : gaspi_globaltimer_ns();
+    for (;;) {
+        const gaspi_u32 v = gaspi_load_acquire_u32(word);
+        if (v > last) {
+            *value = v;
+            return GASPI_DEV_SUCCESS;
+        }
+        if (timeout_ns != GASPI_BLOCK && gaspi_globaltimer_ns() - start >= timeout_ns) {
+            return GASPI_DEV_TIMEOUT;
+        }
+    }
 }
 
 // Block-collective waitsome: the first warp waits, every thread of the block
@@ -309,6 +354,18 @@ __device__ inline gaspi_u32 gaspi_notify_reset(const gaspi_device_ctx& ctx, gasp
     if (!d || d->notifications == 0 || id >= d->notification_count) return 0u;
     gaspi_u32* word = reinterpret_cast<gaspi_u32*>(d->notifications) + id;
     return atomicExch_system(word, 0u);
+}
+
+// Sets notification `id` of local segment `seg` to 0 with a plain store: no
+// read back, so no round trip when the word is host-mapped (a posted
+// write). Only for a word that nobody can set again before the clear is
+// visible: for example a request that its sender repeats only after our
+// answer, cleared before the answer is sent (the answer's fence orders the
+// clear before it). Otherwise use gaspi_notify_reset. One thread.
+__device__ inline void gaspi_notify_clear(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 id) {
+    const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
+    if (!d || d->notifications == 0 || id >= d->notification_count) return;
+    *reinterpret_cast<volatile gaspi_u32*>(reinterpret_cast<gaspi_u32*>(d->notifications) + id) = 0u;
 }
 
 // ---------------------------------------------------------------------------
@@ -443,6 +500,34 @@ __device__ inline int gaspi_notify(const gaspi_device_ctx& ctx, gaspi_u32 rank, 
         return GASPI_DEV_SUCCESS;
     }
     return gaspi_ring_post(ctx, GASPI_RING_OP_NOTIFY, rank, 0u, 0ull, seg, 0ull, 0ull, id, value);
+}
+
+// Sets notification `id` of segment `seg` on `rank` to `value` (non-zero)
+// without ordering it after this thread's earlier writes: no fence, which
+// saves about 1 us per call when the word is across PCIe (H100,
+// gaspi-bench notify-rtt). For a signal whose content is its value (an
+// answer, a doorbell) and for replies ordered by a gaspi_fence issued
+// earlier, off the critical path; use gaspi_notify when data written
+// before must arrive first. One thread. Ring targets keep ring order.
+__device__ inline int gaspi_notify_relaxed(const gaspi_device_ctx& ctx, gaspi_u32 rank, gaspi_u32 seg, gaspi_u32 id,
+                                           gaspi_u32 value) {
+    if (value == 0u) return GASPI_DEV_ERR_ARG;
+    const gaspi_segment_desc* d = gaspi_remote_segment(ctx, rank, seg);
+    if (!d || id >= d->notification_count) return GASPI_DEV_ERR_ARG;
+    if (d->notifications != 0) {
+        gaspi_store_after_fence_u32(reinterpret_cast<gaspi_u32*>(d->notifications) + id, value);
+        return GASPI_DEV_SUCCESS;
+    }
+    return gaspi_ring_post(ctx, GASPI_RING_OP_NOTIFY, rank, 0u, 0ull, seg, 0ull, 0ull, id, value);
+}
+
+// Orders every write of this thread before it (data, notifications,
+// clears) before every write after it, at system scope: what gaspi_notify
+// does before its store, as a call of its own to place off the critical
+// path (e.g. after answering with gaspi_notify_relaxed and clearing the
+// request with gaspi_notify_clear).
+__device__ __forceinline__ void gaspi_fence() {
+    __threadfence_system();
 }
 
 // write_notify by one thread.

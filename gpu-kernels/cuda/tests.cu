@@ -19,7 +19,8 @@ __device__ inline void test_fail(unsigned int* status, unsigned int code, unsign
     }
 }
 
-// Ping-pong with payload, one warp. Round r (1..=rounds): wait for
+// Ping-pong with payload, one warp (also exercises gaspi_notify_wait_above,
+// gaspi_notify_waitsome_value and gaspi_notify_clear). Round r (1..=rounds): wait for
 // notification 0 of `seg` (value r), check `words` words at offset 0
 // (test_pattern(r, i)), write word+1 into offset `out_off`, and send those
 // words with the device-side write_notify to (peer, peer_seg) offset `out_off`,
@@ -35,14 +36,35 @@ extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, uns
         return;
     }
     for (unsigned int r = 1; r <= rounds; ++r) {
-        const int id = gaspi_notify_waitsome(ctx, seg, 0, 1);
+        // Odd rounds take the value from the scan and clear with a posted
+        // store (the CPU sends round r+1 only after our answer, and the
+        // answer's fence orders the clear before it); even rounds read and
+        // clear with the atomic gaspi_notify_reset.
+        // Every third round waits with gaspi_notify_wait_above instead (the
+        // CPU counts up: round r sends value r).
+        unsigned int seen = 0;
+        int id;
+        if (r % 3 == 0) {
+            const int rc = gaspi_notify_wait_above(ctx, seg, 0, r - 1u, GASPI_BLOCK, &seen);
+            id = rc == GASPI_DEV_SUCCESS ? 0 : 100 - rc;
+        } else {
+            id = gaspi_notify_waitsome_value(ctx, seg, 0, 1, GASPI_BLOCK, &seen);
+        }
         if (id != 0) {
             if (lane == 0) test_fail(status, 2, r, (unsigned int)id, 0);
             return;
         }
-        unsigned int v = 0;
-        if (lane == 0) v = gaspi_notify_reset(ctx, seg, 0);
-        v = __shfl_sync(0xffffffffu, v, 0);
+        unsigned int v = seen;
+        if (r % 2 == 1) {
+            if (lane == 0) gaspi_notify_clear(ctx, seg, 0);
+        } else {
+            if (lane == 0) v = gaspi_notify_reset(ctx, seg, 0);
+            v = __shfl_sync(0xffffffffu, v, 0);
+            if (v != seen) {
+                if (lane == 0) test_fail(status, 6, r, v, seen);
+                return;
+            }
+        }
         if (v != r) {
             if (lane == 0) test_fail(status, 3, r, v, 0);
             return;
