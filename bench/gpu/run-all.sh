@@ -24,6 +24,11 @@ bench notify-rtt
 bench gpu-pingpong --device-driven
 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven
 bench gpu-bw
+# Where gdrcopy's driver is present, the round trip with the words mapped
+# through it (elsewhere the placement falls back to host-mapped).
+if [ -e /dev/gdrdrv ]; then
+    GASPI_GPU_NOTIFICATIONS=gdrcopy bench notify-rtt
+fi
 if [ -x ./matvec ]; then
     # PLOT_DIR: where matvec's --plot PNG goes (default DIR).
     timeout 300 ./matvec --json --plot "${PLOT_DIR:-.}/matvec.png" 2>&1 | grep -E '^\{' || echo '{"bench":"matvec","note":"failed"}'

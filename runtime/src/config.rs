@@ -65,7 +65,7 @@ pub struct Config {
     /// (`GASPI_GPU_OWNER_COPIES=0` to turn off).
     pub gpu_owner_copies: bool,
     /// Where the notification words of this rank's GPU segments live
-    /// (`GASPI_GPU_NOTIFICATIONS=host-mapped|device`).
+    /// (`GASPI_GPU_NOTIFICATIONS=host-mapped|device|gdrcopy`).
     pub gpu_notifications: NotificationPlacement,
 }
 
@@ -99,6 +99,17 @@ pub enum NotificationPlacement {
     /// by polling it with copies and resets it with a one-thread kernel:
     /// choose it when kernels, not CPU threads, wait.
     Device,
+    /// GPU memory, as [`Device`](Self::Device), and also mapped into the
+    /// owner's process through gdrcopy (`libgdrapi.so.2` and the `gdrdrv`
+    /// driver, `/dev/gdrdrv`): the owner's CPU polls the words with plain
+    /// loads across the BAR instead of copies, and sets them (its own
+    /// notifications, and those its inbox thread serves for CPU peers when
+    /// no copy is pending) with a store instead of a stream operation.
+    /// Where gdrcopy is missing, a segment falls back to
+    /// [`HostMapped`](Self::HostMapped) with a warning that says why, and
+    /// [`Gaspi::segment_notification_placement`](crate::Gaspi::segment_notification_placement)
+    /// reports the placement actually used.
+    Gdrcopy,
 }
 
 impl std::fmt::Display for NotificationPlacement {
@@ -106,6 +117,7 @@ impl std::fmt::Display for NotificationPlacement {
         f.write_str(match self {
             NotificationPlacement::HostMapped => "host-mapped",
             NotificationPlacement::Device => "device",
+            NotificationPlacement::Gdrcopy => "gdrcopy",
         })
     }
 }
@@ -116,13 +128,9 @@ impl std::str::FromStr for NotificationPlacement {
         match s.trim() {
             "host-mapped" | "host" => Ok(NotificationPlacement::HostMapped),
             "device" => Ok(NotificationPlacement::Device),
-            "gdrcopy" => Err(Error::Config(
-                "the gdrcopy placement of notification words is not wired into segments yet \
-                 (gaspi_notify::gdrcopy has the binding); use host-mapped or device"
-                    .into(),
-            )),
+            "gdrcopy" => Ok(NotificationPlacement::Gdrcopy),
             other => Err(Error::Config(format!(
-                "GASPI_GPU_NOTIFICATIONS={other:?}: expected host-mapped or device"
+                "GASPI_GPU_NOTIFICATIONS={other:?}: expected host-mapped, device or gdrcopy"
             ))),
         }
     }
@@ -329,6 +337,7 @@ mod tests {
         for p in [
             NotificationPlacement::HostMapped,
             NotificationPlacement::Device,
+            NotificationPlacement::Gdrcopy,
         ] {
             assert_eq!(p.to_string().parse::<NotificationPlacement>().ok(), Some(p));
         }
@@ -336,10 +345,11 @@ mod tests {
             " device ".parse::<NotificationPlacement>().ok(),
             Some(NotificationPlacement::Device)
         );
-        let gdr = "gdrcopy".parse::<NotificationPlacement>().unwrap_err();
-        assert!(gdr.to_string().contains("not wired"), "{gdr}");
         let bad = "gpu".parse::<NotificationPlacement>().unwrap_err();
-        assert!(bad.to_string().contains("host-mapped or device"), "{bad}");
+        assert!(
+            bad.to_string().contains("host-mapped, device or gdrcopy"),
+            "{bad}"
+        );
         assert_eq!(
             Config::default().gpu_notifications,
             NotificationPlacement::HostMapped

@@ -62,6 +62,10 @@ pub use error::{Error, Result, Side};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for
 /// programs that launch their own kernels.
 pub use gaspi_gpu_kernels as kernels;
+/// The gdrcopy binding behind [`NotificationPlacement::Gdrcopy`]; its
+/// [`gdrcopy_available`](gdrcopy::gdrcopy_available) says whether this host
+/// can use it, and if not why.
+pub use gaspi_notify::gdrcopy;
 /// GPU contexts, memory and streams (`gaspi-segments`' GPU layer).
 pub use gaspi_segments::gpu as cuda;
 pub use lists::ListElem;

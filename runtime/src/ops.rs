@@ -700,8 +700,10 @@ impl Gaspi {
 
     /// Where the notification words of local segment `seg` live: in GPU
     /// memory for a GPU segment made under
-    /// [`NotificationPlacement::Device`], else in host memory (which kernels
-    /// reach mapped, across PCIe).
+    /// [`NotificationPlacement::Device`], also mapped into this process
+    /// under [`NotificationPlacement::Gdrcopy`] (where gdrcopy is missing
+    /// such a segment falls back and this says `HostMapped`), else in host
+    /// memory (which kernels reach mapped, across PCIe).
     ///
     /// ```
     /// use gaspi::{Config, Gaspi, Memory, NotificationPlacement, SegId};
@@ -714,7 +716,8 @@ impl Gaspi {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn segment_notification_placement(&self, seg: SegId) -> Result<NotificationPlacement> {
-        Ok(match self.inner.local_segment(seg)?.device_words {
+        Ok(match &self.inner.local_segment(seg)?.device_words {
+            Some(words) if words.is_mapped() => NotificationPlacement::Gdrcopy,
             Some(_) => NotificationPlacement::Device,
             None => NotificationPlacement::HostMapped,
         })

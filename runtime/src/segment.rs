@@ -58,6 +58,28 @@ fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }
 
+/// The placement a GPU segment gets when `asked` is requested: `gdrcopy`
+/// falls back to host-mapped where gdrcopy's library or driver is missing,
+/// with a warning (once per process) that says which.
+pub(crate) fn resolve_placement(asked: NotificationPlacement) -> NotificationPlacement {
+    if asked != NotificationPlacement::Gdrcopy {
+        return asked;
+    }
+    match device_words::gdrcopy() {
+        Ok(_) => asked,
+        Err(reason) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "GPU notification words fall back to host-mapped: {reason} \
+                     (GASPI_GPU_NOTIFICATIONS=gdrcopy)"
+                )
+            });
+            NotificationPlacement::HostMapped
+        }
+    }
+}
+
 /// What keeps a local segment's memory alive (never read: held for Drop).
 #[derive(Debug)]
 #[allow(dead_code)]
@@ -98,15 +120,17 @@ pub(crate) struct LocalSegment {
     data: *mut u8,
     pub notifications: NotificationArea,
     pub descriptor: SegmentDescriptor,
+    /// The words themselves when they live in GPU memory (the `device` and
+    /// `gdrcopy` placements); the area's words then stay unused. Declared
+    /// before `gpu`: a gdrcopy mapping of them must be unpinned before the
+    /// allocation is freed (fields drop in declaration order).
+    pub device_words: Option<DeviceWords>,
     pub gpu: Option<GpuData>,
     /// The memfd registered with CUDA, made on first use by a GPU path;
     /// dropped (unregistered) before `_storage` unmaps it.
     registration: OnceLock<std::result::Result<HostRegistration, gpu::GpuError>>,
     /// Ranks this segment was registered with (they map it).
     known_by: Mutex<Vec<Rank>>,
-    /// The words themselves when they live in GPU memory (the `device`
-    /// placement); the area's words then stay unused.
-    pub device_words: Option<DeviceWords>,
     _storage: Storage,
 }
 
@@ -170,7 +194,9 @@ impl LocalSegment {
 
     /// Allocates a segment of `size` bytes in the memory of GPU `device`,
     /// with its notification words where `placement` says: in a registered
-    /// memfd (host-mapped) or in the same allocation past the data.
+    /// memfd (host-mapped) or in the same allocation past the data (also
+    /// mapped through gdrcopy under `gdrcopy`; host-mapped when gdrcopy is
+    /// missing here, see [`resolve_placement`]).
     pub fn alloc_gpu(
         id: SegId,
         size: usize,
@@ -182,20 +208,43 @@ impl LocalSegment {
         if size == 0 {
             return Err(Error::ZeroSize { what: "a segment" });
         }
+        let placement = resolve_placement(placement);
         let words_at = match placement {
-            NotificationPlacement::Device => Some(device_words::words_offset(size)),
-            _ => None,
+            NotificationPlacement::Device | NotificationPlacement::Gdrcopy => {
+                Some(device_words::words_offset(size))
+            }
+            NotificationPlacement::HostMapped => None,
         };
-        let alloc_len = words_at.map_or(size, |at| at + 4 * notification_count as usize);
+        // Whole GPU pages of words, so that gdrcopy can pin them.
+        let alloc_len =
+            words_at.map_or(size, |at| at + device_words::mapped_len(notification_count));
         let memory = GpuMemory::alloc(device, alloc_len)?;
         let stream = GpuStream::new(device)?;
-        let device_words = words_at.map(|at| {
-            DeviceWords::new(
-                stream.clone(),
-                memory.device_ptr() + at as u64,
-                notification_count,
-            )
-        });
+        let device_words = match words_at {
+            None => None,
+            Some(at) => {
+                let mut words = DeviceWords::new(
+                    stream.clone(),
+                    memory.device_ptr() + at as u64,
+                    notification_count,
+                );
+                if let (NotificationPlacement::Gdrcopy, Ok(gdr)) =
+                    (placement, device_words::gdrcopy())
+                {
+                    // SAFETY: the words start on a GPU page boundary
+                    // (words_offset) of `memory`, a GpuMemory (sync memops
+                    // set) holding mapped_len(count) bytes from there
+                    // (alloc_len); `device_words` drops before `gpu`, which
+                    // frees it (field order).
+                    if let Err(e) = unsafe { words.map_with_gdrcopy(gdr, spin) } {
+                        // In GPU memory either way: unmapped, they are
+                        // the `device` placement's words.
+                        tracing::warn!("{id}: notification words not mapped: {e}");
+                    }
+                }
+                Some(words)
+            }
+        };
         let handle = memory.ipc_handle()?;
         let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
         // Kernels of this rank and of peers may store into these words.

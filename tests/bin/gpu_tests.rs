@@ -20,8 +20,14 @@
 //!   GPU segments' notification words in GPU memory (the `device`
 //!   placement: CPU writers set them with stream writes, the owner's CPU
 //!   polls them with copies and resets them with a kernel).
+//! - `host-gpu-gdrcopy`, `gpu-gpu-gdrcopy`: the same with the words in GPU
+//!   memory mapped into the owner's process through gdrcopy (the owner's
+//!   CPU loads and stores them). Where gdrcopy's library or driver is
+//!   missing these check that such a segment falls back to host-mapped and
+//!   says so, then report SKIP with the reason.
 //! - `kernel-gpu-gpu` (and `-device-words`): kernels on two ranks' GPUs
-//!   (two GPUs when there are two) bounce 20,000 checked 256-byte payloads
+//!   (two GPUs when there are two) bounce 20,000 checked payloads of 256 B
+//!   to 64 KiB
 //!   (200 when both share one GPU and take turns on it)
 //!   with the device-side `write_notify`, each waiting with the device API.
 //! - `kernel-echo`: a persistent kernel waits for notifications with the
@@ -50,13 +56,15 @@ use std::time::{Duration, Instant};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const SKIP_CODE: i32 = 77;
-const CASES: [&str; 11] = [
+const CASES: [&str; 13] = [
     "no-driver",
     "host-gpu",
     "host-gpu-writer-copies",
     "host-gpu-device-words",
+    "host-gpu-gdrcopy",
     "gpu-gpu",
     "gpu-gpu-device-words",
+    "gpu-gpu-gdrcopy",
     "kernel-echo",
     "kernel-gpu-gpu",
     "kernel-gpu-gpu-device-words",
@@ -156,8 +164,11 @@ fn gpus() -> Res<u32> {
 fn run_case(name: &str) -> Res {
     match name {
         "no-driver" => no_driver(),
-        "host-gpu" | "host-gpu-writer-copies" | "host-gpu-device-words" => {
+        "host-gpu" | "host-gpu-writer-copies" | "host-gpu-device-words" | "host-gpu-gdrcopy" => {
             let n = gpus()?;
+            if name.ends_with("-gdrcopy") {
+                gdrcopy_or_skip()?;
+            }
             let owner_copies = name != "host-gpu-writer-copies";
             directions(owner_copies, placement(name), |rank| {
                 if rank == 0 {
@@ -167,8 +178,11 @@ fn run_case(name: &str) -> Res {
                 }
             })
         }
-        "gpu-gpu" | "gpu-gpu-device-words" => {
+        "gpu-gpu" | "gpu-gpu-device-words" | "gpu-gpu-gdrcopy" => {
             let n = gpus()?;
+            if name.ends_with("-gdrcopy") {
+                gdrcopy_or_skip()?;
+            }
             directions(true, placement(name), |rank| Memory::Gpu(rank % n))
         }
         "kernel-gpu-gpu" | "kernel-gpu-gpu-device-words" => {
@@ -195,9 +209,40 @@ fn run_case(name: &str) -> Res {
 fn placement(case: &str) -> NotificationPlacement {
     if case.ends_with("-device-words") {
         NotificationPlacement::Device
+    } else if case.ends_with("-gdrcopy") {
+        NotificationPlacement::Gdrcopy
     } else {
         NotificationPlacement::HostMapped
     }
+}
+
+/// Ok where gdrcopy can map GPU memory here. Elsewhere checks that a GPU
+/// segment asked for with the gdrcopy placement falls back to host-mapped
+/// words, works, and reports it, then skips with the reason.
+fn gdrcopy_or_skip() -> Res {
+    let Err(reason) = gaspi::gdrcopy::gdrcopy_available() else {
+        return Ok(());
+    };
+    let g = Gaspi::init(
+        Config::from_env()?
+            .standalone_ranks(1)
+            .gpu_notifications(NotificationPlacement::Gdrcopy),
+    )?;
+    g.segment_alloc(SEG, 4096, Memory::Gpu(0))?;
+    let placed = g.segment_notification_placement(SEG)?;
+    if placed != NotificationPlacement::HostMapped {
+        return Err(format!("without gdrcopy a gdrcopy segment reports {placed}").into());
+    }
+    g.notify(Rank(0), SEG, NotifyId(3), 9, Q)?;
+    g.wait(Q, WAIT)?;
+    let id = g.notify_waitsome(SEG, NotifyId(0), 8, WAIT)?;
+    if id != NotifyId(3) || g.notify_reset(SEG, id)? != 9 {
+        return Err("the fallback segment's notification did not arrive".into());
+    }
+    g.term()?;
+    Err(skip(format!(
+        "{reason} (checked: the segment fell back to host-mapped words and said so)"
+    )))
 }
 
 fn start(ranks: u32) -> Res<Gaspi> {
@@ -405,8 +450,9 @@ fn pattern(r: u32, i: u32) -> u32 {
 /// Two kernels, one per rank (on two GPUs when there are two), bounce
 /// checked payloads with the device-side write_notify.
 fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
-    const WORDS: u32 = 64;
-    const OUT: u32 = 4096;
+    // Up to 64 KiB - 12 bytes (rounds alternate sizes: see tests.cu).
+    const WORDS: u32 = 16_381;
+    const OUT: u32 = 65_536;
     // Two processes' kernels on one GPU run in turns (time slices of
     // milliseconds, no MPS): fewer rounds there, same checks.
     let rounds_here: u32 = if n >= 2 { 20_000 } else { 200 };
@@ -417,7 +463,13 @@ fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
     )?;
     let me = g.rank().0;
     let device = me % n;
-    g.segment_create(SEG, 8192, Memory::Gpu(device), Group::ALL, Timeout::Block)?;
+    g.segment_create(
+        SEG,
+        2 * OUT as u64,
+        Memory::Gpu(device),
+        Group::ALL,
+        Timeout::Block,
+    )?;
     let dctx = g.device_context(device)?;
     let k = kernels(&dctx)?;
     let f = gaspi::kernels::function(&k.module, "test_gpu_pingpong")?;
@@ -449,7 +501,7 @@ fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
     g.barrier(Group::ALL, WAIT)?;
     g.term()?;
     println!(
-        "OK rank {me} (GPU {device}, notifications {placement}): {rounds} kernel-to-kernel round trips of {} bytes checked ({:.2} us each, launch included)",
+        "OK rank {me} (GPU {device}, notifications {placement}): {rounds} kernel-to-kernel round trips of 256 to {} bytes checked ({:.2} us each, launch included)",
         WORDS * 4,
         secs * 1e6 / rounds as f64
     );
@@ -649,9 +701,20 @@ fn full_ring() -> Res {
             .into());
         }
         g.barrier(Group::ALL, WAIT)?;
+        let a = dctx.ring_activity();
+        if a.served != total || a.batches == 0 || a.batches > total {
+            return Err(format!("ring activity does not add up: {a:?}").into());
+        }
         println!(
-            "OK {total} requests through a {CAPACITY}-slot ring ({:.2} M requests/s)",
-            total as f64 / secs / 1e6
+            "OK {total} requests through a {CAPACITY}-slot ring ({:.2} M requests/s; \
+             {} batches of {:.1}, {} naps; issuing {:.0} ms, completing {:.0} ms, napping {:.0} ms)",
+            total as f64 / secs / 1e6,
+            a.batches,
+            a.served as f64 / a.batches as f64,
+            a.naps,
+            a.issuing.as_secs_f64() * 1e3,
+            a.completing.as_secs_f64() * 1e3,
+            a.napping.as_secs_f64() * 1e3,
         );
     } else {
         let seg = g.segment_create(SEG, total * 8, Memory::Host, Group::ALL, Timeout::Block)?;

@@ -65,6 +65,37 @@ struct RingStats {
     served: AtomicU64,
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
+    batches: AtomicU64,
+    naps: AtomicU64,
+    /// Nanoseconds spent issuing requests, waiting for their completion,
+    /// and asleep.
+    issuing_ns: AtomicU64,
+    completing_ns: AtomicU64,
+    napping_ns: AtomicU64,
+}
+
+/// Where the ring server's time went, for finding out why a kernel's
+/// ring requests are slow ([`DeviceContext::ring_activity`]).
+///
+/// `issuing` is the time spent handing requests to the driver (copies,
+/// stream writes), `completing` the time waiting for them to finish before
+/// the ring's completion counter moves, `napping` the time asleep with an
+/// empty ring. A kernel that floods the ring should see few naps and
+/// batches close to the ring's capacity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingActivity {
+    /// Requests carried out.
+    pub served: u64,
+    /// Rounds of taking requests then waiting for them.
+    pub batches: u64,
+    /// Times the server slept because the ring stayed empty.
+    pub naps: u64,
+    /// Time spent issuing requests.
+    pub issuing: Duration,
+    /// Time spent waiting for issued requests to complete.
+    pub completing: Duration,
+    /// Time spent asleep.
+    pub napping: Duration,
 }
 
 #[derive(Debug)]
@@ -125,6 +156,22 @@ impl DeviceContext {
         self.ring
             .as_ref()
             .map_or(0, |r| r.stats.served.load(Ordering::Acquire))
+    }
+
+    /// Where the ring server's time went so far (all zero without a ring).
+    pub fn ring_activity(&self) -> RingActivity {
+        let Some(r) = &self.ring else {
+            return RingActivity::default();
+        };
+        let ns = |c: &AtomicU64| Duration::from_nanos(c.load(Ordering::Acquire));
+        RingActivity {
+            served: r.stats.served.load(Ordering::Acquire),
+            batches: r.stats.batches.load(Ordering::Acquire),
+            naps: r.stats.naps.load(Ordering::Acquire),
+            issuing: ns(&r.stats.issuing_ns),
+            completing: ns(&r.stats.completing_ns),
+            napping: ns(&r.stats.napping_ns),
+        }
     }
 
     /// Ring requests refused (bad arguments from a kernel, dead target);
@@ -376,9 +423,13 @@ fn serve_ring(inner: &Inner, ring: RequestRing, stop: &AtomicBool, stats: &RingS
     let spin = inner.config.effective_spin();
     let mut last_work = Instant::now();
     let mut nap = Duration::from_micros(10);
+    let add = |counter: &AtomicU64, since: Instant| {
+        counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    };
     while !stop.load(Ordering::Acquire) {
         let mut taken = 0u64;
         let mut through = 0u64;
+        let issuing = Instant::now();
         while let Some(req) = ring.try_pop() {
             if let Err(e) = inner.serve_request(&qs, &req) {
                 tracing::warn!(ticket = req.ticket, "GPU ring request refused: {e}");
@@ -392,17 +443,24 @@ fn serve_ring(inner: &Inner, ring: RequestRing, stop: &AtomicBool, stats: &RingS
             }
         }
         if taken > 0 {
+            add(&stats.issuing_ns, issuing);
+            let completing = Instant::now();
             if let Err(e) = inner.gpu_wait(&qs, None) {
                 tracing::error!("GPU ring server: {e}");
             }
             ring.complete_through(through);
+            add(&stats.completing_ns, completing);
+            stats.batches.fetch_add(1, Ordering::Relaxed);
             stats.served.fetch_add(taken, Ordering::AcqRel);
             last_work = Instant::now();
             nap = Duration::from_micros(10);
         } else if last_work.elapsed() < spin {
             std::hint::spin_loop();
         } else {
+            let napping = Instant::now();
             std::thread::sleep(nap);
+            add(&stats.napping_ns, napping);
+            stats.naps.fetch_add(1, Ordering::Relaxed);
             nap = (nap * 2).min(Duration::from_millis(1));
         }
     }

@@ -21,11 +21,53 @@
 //! The notification area in the segment's memfd still exists: it carries
 //! the count (bounds checks) and the header through which a dead peer wakes
 //! waiters, but its words stay zero.
+//!
+//! # The `gdrcopy` placement
+//!
+//! The same words, also mapped into the owner's process through gdrcopy
+//! (`gaspi_notify::gdrcopy`: the `gdrdrv` driver pins the GPU pages and
+//! exposes them through the GPU's BAR). Then the owner's CPU reads a word
+//! with a load across PCIe (about a microsecond, against several for a
+//! copy) and sets one with a store and a store fence instead of a stream
+//! operation. Two things stay as under `device`:
+//!
+//! - a reset of a word that reads non-zero still runs the exchange kernel:
+//!   gdrcopy's documentation says a CPU read-modify-write through the BAR
+//!   is not atomic with respect to the GPU, and a read followed by a store
+//!   would lose a notification a kernel sets between the two. (A word that
+//!   reads 0 is reset without it: the reset then simply happened before
+//!   any concurrent set.)
+//! - ranges wider than [`BAR_SCAN_MAX`] words are scanned with one copy,
+//!   since every load through the BAR is its own PCIe read.
+//!
+//! Peers are not told: they write as under `device` (the descriptor is the
+//! same). Mapping a *peer's* words would need gdrcopy pins of memory opened
+//! with CUDA IPC, which no machine here can try (no `gdrdrv`), so CPU
+//! peers keep going through the owner's inbox, whose thread uses the
+//! mapping when nothing is pending before the notification.
 
 use crate::error::{Error, Result};
+use gaspi_notify::gdrcopy::{Gdr, GdrError, GdrMapping};
 use gaspi_segments::gpu::{self, DevicePtr, GpuError, GpuStream, PinnedHostMemory};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// Widest range the owner's CPU scans with loads through a gdrcopy
+/// mapping; wider ones take one copy (a load through the BAR is a PCIe
+/// read of its own, a copy costs a few microseconds whatever the width).
+pub(crate) const BAR_SCAN_MAX: u32 = 8;
+
+/// This process's connection to the gdrcopy driver, opened on first use
+/// and kept for the life of the process; the reason when there is none.
+pub(crate) fn gdrcopy() -> std::result::Result<&'static Arc<Gdr>, &'static GdrError> {
+    static GDR: OnceLock<std::result::Result<Arc<Gdr>, GdrError>> = OnceLock::new();
+    GDR.get_or_init(Gdr::open).as_ref()
+}
+
+/// Bytes of words to pin and map for `count` words: whole GPU pages.
+pub(crate) fn mapped_len(count: u32) -> usize {
+    (4 * count as usize).next_multiple_of(gpu::GPU_PAGE_SIZE)
+}
 
 /// Where the words start in the segment's allocation: the first GPU page
 /// boundary at or past `size` bytes of data.
@@ -52,6 +94,9 @@ pub(crate) struct DeviceWords {
     exchange: OnceLock<std::result::Result<Exchange, String>>,
     /// One reset at a time uses the result word.
     serial: Mutex<()>,
+    /// The words mapped into this process (the `gdrcopy` placement), and
+    /// how long a waiter polls them before it starts to pause.
+    bar: Option<(GdrMapping, Duration)>,
 }
 
 #[derive(Debug)]
@@ -77,6 +122,48 @@ impl DeviceWords {
             stream,
             exchange: OnceLock::new(),
             serial: Mutex::new(()),
+            bar: None,
+        }
+    }
+
+    /// Maps the words into this process through gdrcopy, so the owner's
+    /// CPU loads and stores them directly; a waiter polls them for `spin`
+    /// before it pauses between looks. On failure the words stay as they
+    /// were (reached with copies and stream writes).
+    ///
+    /// # Safety
+    /// `base` must lie in a `GpuMemory` allocation (`CU_POINTER_ATTRIBUTE_SYNC_MEMOPS`
+    /// set, pages of 64 KiB) holding at least [`mapped_len`]`(count)` bytes
+    /// from `base`, on a GPU page boundary, and that allocation must be
+    /// freed only after these words are dropped.
+    pub unsafe fn map_with_gdrcopy(
+        &mut self,
+        gdr: &Arc<Gdr>,
+        spin: Duration,
+    ) -> std::result::Result<(), GdrError> {
+        // SAFETY: the caller's contract is GdrMapping::new's.
+        let mapping = unsafe { GdrMapping::new(gdr, self.base, mapped_len(self.count))? };
+        tracing::debug!(
+            words = self.count,
+            write_combined = mapping.is_write_combined(),
+            "notification words mapped through gdrcopy"
+        );
+        self.bar = Some((mapping, spin));
+        Ok(())
+    }
+
+    /// Whether the words are mapped through gdrcopy.
+    pub fn is_mapped(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    /// Sets word `id` (checked by the caller) with a store through the
+    /// gdrcopy mapping, if there is one; false otherwise. The store is
+    /// fenced: it reaches the GPU after every earlier store of this thread.
+    pub fn store(&self, id: u32, value: u32) -> bool {
+        match &self.bar {
+            Some((bar, _)) => bar.write_u32(id as usize, value),
+            None => false,
         }
     }
 
@@ -84,6 +171,9 @@ impl DeviceWords {
     /// caller), read with one device-to-host copy.
     pub fn scan(&self, begin: u32, num: u32) -> Result<Option<u32>> {
         debug_assert!(begin as u64 + num as u64 <= self.count as u64);
+        if let Some((bar, _)) = self.bar.as_ref().filter(|_| num <= BAR_SCAN_MAX) {
+            return Ok((begin..begin + num).find(|&id| bar.read_u32(id as usize) != Some(0)));
+        }
         let mut words = vec![0u32; num as usize];
         // SAFETY: the range lies within the words (checked by the caller),
         // which live as long as the segment; `words` holds num u32 and the
@@ -101,10 +191,27 @@ impl DeviceWords {
 
     /// Waits for one of the words `begin..begin + num` (checked by the
     /// caller) to become non-zero; `None` once `deadline` passed. Nothing
-    /// can wake a CPU waiter here, so it polls with copies, pausing a
-    /// little longer each time (up to 100 us) so that a long wait costs
-    /// little.
+    /// can wake a CPU waiter here, so it polls (with loads through a
+    /// gdrcopy mapping for the spin time first, if there is one; with
+    /// copies otherwise), pausing a little longer each time (up to 100 us)
+    /// so that a long wait costs little.
     pub fn wait(&self, begin: u32, num: u32, deadline: Option<Instant>) -> Result<Option<u32>> {
+        if let Some((_, spin)) = &self.bar {
+            let spin_until = Instant::now() + *spin;
+            loop {
+                if let Some(id) = self.scan(begin, num)? {
+                    return Ok(Some(id));
+                }
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return Ok(None);
+                }
+                if now >= spin_until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
         let mut pause = Duration::from_micros(1);
         loop {
             if let Some(id) = self.scan(begin, num)? {
@@ -118,9 +225,12 @@ impl DeviceWords {
         }
     }
 
-    /// Sets word `id` (checked by the caller) in stream order and waits
-    /// until it is written.
+    /// Sets word `id` (checked by the caller): a store through the gdrcopy
+    /// mapping, or a write in stream order that is complete on return.
     pub fn set(&self, id: u32, value: u32) -> Result<()> {
+        if self.store(id, value) {
+            return Ok(());
+        }
         // SAFETY: the word lies within the allocation, alive as long as the
         // segment; the synchronize below completes the write.
         unsafe { gpu::stream_write_u32(&self.stream, self.base + 4 * id as u64, value)? };
@@ -132,6 +242,12 @@ impl DeviceWords {
     /// returns the old value.
     pub fn reset(&self, id: u32) -> Result<u32> {
         use cudarc::driver::PushKernelArg;
+        if let Some((bar, _)) = &self.bar {
+            // A word that reads 0 needs no exchange (see the module docs).
+            if bar.read_u32(id as usize) == Some(0) {
+                return Ok(0);
+            }
+        }
         let exchange = self
             .exchange
             .get_or_init(|| {

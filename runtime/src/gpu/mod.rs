@@ -31,7 +31,7 @@ pub(crate) mod device_context;
 pub(crate) mod device_words;
 pub(crate) mod owner_copy;
 
-pub use device_context::{DeviceContext, DeviceContextOptions};
+pub use device_context::{DeviceContext, DeviceContextOptions, RingActivity};
 
 use crate::context::Inner;
 use crate::error::Result;

@@ -646,10 +646,21 @@ fn serve_entry(
         {
             return Err(4);
         }
-        let (_, words) = own.kernel_view(home).map_err(|_| 3u32)?;
-        own.notifications.mark_silent_writer();
-        writes[0] = (words + 4 * e.notify_id as u64, e.notify_value);
-        n = 2;
+        // A bare notification into words mapped through gdrcopy: a store
+        // now, when the stream has nothing left that it could overtake
+        // (the writer's completion word still goes in stream order).
+        let stored = match own.device_words.as_ref() {
+            Some(w) if w.is_mapped() && e.kind == Kind::Notify as u32 => {
+                gpu::is_idle(stream).unwrap_or(false) && w.store(e.notify_id, e.notify_value)
+            }
+            _ => false,
+        };
+        if !stored {
+            let (_, words) = own.kernel_view(home).map_err(|_| 3u32)?;
+            own.notifications.mark_silent_writer();
+            writes[0] = (words + 4 * e.notify_id as u64, e.notify_value);
+            n = 2;
+        }
     }
     // SAFETY: the notification id was checked against the area, registered
     // with CUDA for as long as the segment lives; `completed` is a word of

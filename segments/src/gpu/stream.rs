@@ -255,6 +255,22 @@ pub unsafe fn stream_write_u32s(
     Ok(())
 }
 
+/// Whether everything enqueued on `stream` so far has finished
+/// (`cuStreamQuery`); never waits. A CPU store may then stand in for a
+/// stream-ordered write: nothing enqueued is left for it to overtake.
+pub fn is_idle(stream: &GpuStream) -> Result<bool, GpuError> {
+    stream.ctx.bind()?;
+    // SAFETY: the stream is alive (held by `stream`) in the bound context;
+    // cuStreamQuery only reads its state.
+    match unsafe { sys::cuStreamQuery(stream.raw()) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(true),
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        other => Err(GpuError::cuda("cuStreamQuery")(
+            cudarc::driver::DriverError(other),
+        )),
+    }
+}
+
 /// Waits until everything enqueued on `stream` so far has finished.
 pub fn synchronize(stream: &GpuStream) -> Result<(), GpuError> {
     stream
