@@ -87,10 +87,13 @@ struct alignas(128) gaspi_ring_header {
     unsigned char pad2[112];
 };
 
-// The producers' ticket counter, in device memory (ring.rs: RingProducer).
+// The producers' ticket counter and their shared view of the consumer's
+// tail, in device memory (ring.rs: RingProducer).
 struct alignas(128) gaspi_ring_producer {
     gaspi_u64 head;
-    unsigned char pad[120];
+    gaspi_u64 tail_seen;
+    gaspi_u32 poller;
+    unsigned char pad[108];
 };
 
 // One request slot (ring.rs: RingSlot).
@@ -127,6 +130,8 @@ GASPI_CHECK_OFFSET(gaspi_segment_desc, notifications, 16);
 GASPI_CHECK_OFFSET(gaspi_segment_desc, notification_count, 24);
 GASPI_CHECK_OFFSET(gaspi_device_ctx, local, 16);
 GASPI_CHECK_OFFSET(gaspi_device_ctx, ring_producer, 40);
+GASPI_CHECK_OFFSET(gaspi_ring_producer, tail_seen, 8);
+GASPI_CHECK_OFFSET(gaspi_ring_producer, poller, 16);
 GASPI_CHECK_OFFSET(gaspi_ring_header, completed, 128);
 GASPI_CHECK_OFFSET(gaspi_ring_header, capacity, 256);
 GASPI_CHECK_OFFSET(gaspi_ring_header, version, 268);
@@ -176,6 +181,13 @@ __device__ __forceinline__ gaspi_u32 gaspi_load_acquire_u32(const gaspi_u32* p) 
 __device__ __forceinline__ gaspi_u64 gaspi_load_acquire_u64(const gaspi_u64* p) {
     gaspi_u64 v;
     asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Acquire load at device scope: for words only this GPU's threads write.
+__device__ __forceinline__ gaspi_u64 gaspi_load_acquire_gpu_u64(const gaspi_u64* p) {
+    gaspi_u64 v;
+    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -396,9 +408,23 @@ __device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op,
     if (lane == leader) {
         // Full: wait until the consumer has taken (last ticket - capacity);
         // that ticket belongs to an earlier reservation since count <= 32 <= capacity.
+        // Room is judged from the tail last seen by any producer (device
+        // memory, cheap); one producer at a time reads the host-mapped tail
+        // across PCIe and publishes it. With every warp reading it, a full
+        // ring flooded PCIe with reads and slowed the progress engine's
+        // own stream work, which kept the ring full (gaspi-gpu-tests
+        // full-ring: 8-37 s instead of about 1 s on nvidia-h200-x2).
         const gaspi_u64 last = base + count - 1u;
+        const gaspi_u64 cap = (gaspi_u64)ctx.ring_capacity;
         unsigned int pause = 64;
-        while (last - gaspi_load_acquire_u64(&header->tail) >= (gaspi_u64)ctx.ring_capacity) {
+        while (last - gaspi_load_acquire_gpu_u64(&producer->tail_seen) >= cap) {
+            if (atomicCAS(&producer->poller, 0u, 1u) == 0u) {
+                const gaspi_u64 tail = gaspi_load_acquire_u64(&header->tail);
+                __threadfence(); // what the tail's acquire saw comes before its publication
+                atomicMax(&producer->tail_seen, tail);
+                atomicExch(&producer->poller, 0u);
+                if (last - tail < cap) break;
+            }
             __nanosleep(pause);
             if (pause < 2048u) pause *= 2u;
         }

@@ -30,7 +30,10 @@
 //!    poll, never overwrite); the device code aggregates the lanes of a
 //!    warp that post together (one `atomicAdd` of the lane count, one lane
 //!    waiting for room for the last ticket), which is why the capacity is at
-//!    least [`RING_MIN_CAPACITY`];
+//!    least [`RING_MIN_CAPACITY`]. Waiting lanes judge room from
+//!    `producer.tail_seen` (device memory); one at a time (the holder of
+//!    `producer.poller`) reads `header.tail` across PCIe and raises
+//!    `tail_seen` to it;
 //! 3. write the request fields of the slot;
 //! 4. `release-store(slot.seq, ticket + 1)`: publishes the slot.
 //!
@@ -55,7 +58,7 @@
 
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Bytes of one cache line as the ring pads them (two x86 lines, one GPU L2
 /// sector group), so that counters written by different agents never share.
@@ -103,13 +106,21 @@ pub struct RingHeader {
     _pad2: [u8; RING_LINE - 16],
 }
 
-/// The producers' ticket counter, in device memory (one 128-byte line).
+/// The producers' ticket counter, in device memory (one 128-byte line),
+/// with their shared view of the consumer's tail: waiting producers read
+/// `tail_seen` (device memory) and only the one holding `poller` reads the
+/// header's tail across PCIe, so a full ring polled by many warps does not
+/// flood PCIe (which slowed the consumer's own GPU work).
 #[repr(C, align(128))]
 #[derive(Debug)]
 pub struct RingProducer {
     /// Tickets handed out so far (`atomicAdd` by GPU threads).
     pub head: AtomicU64,
-    _pad: [u8; RING_LINE - 8],
+    /// The highest `header.tail` a producer has read (`atomicMax`).
+    pub tail_seen: AtomicU64,
+    /// 1 while one producer reads the header's tail for the others.
+    pub poller: AtomicU32,
+    _pad: [u8; RING_LINE - 20],
 }
 
 /// One request slot. 64 bytes; the fields are plain data written by one
@@ -150,6 +161,8 @@ const _: () = {
     assert!(std::mem::offset_of!(RingHeader, magic) == 2 * RING_LINE + 8);
     assert!(std::mem::offset_of!(RingHeader, version) == 2 * RING_LINE + 12);
     assert!(std::mem::size_of::<RingProducer>() == RING_LINE);
+    assert!(std::mem::offset_of!(RingProducer, tail_seen) == 8);
+    assert!(std::mem::offset_of!(RingProducer, poller) == 16);
     assert!(std::mem::size_of::<RingSlot>() == 64);
     assert!(std::mem::offset_of!(RingSlot, seq) == 0);
     assert!(std::mem::offset_of!(RingSlot, op) == 8);
