@@ -40,6 +40,18 @@ pub fn two_gpus(bench: &str) -> Result<u32, Vec<Record>> {
     Ok(n)
 }
 
+/// The device-driven ping-pong's launch: one warp waits and copies; from
+/// 16 KiB on, a block of 16 warps copies (one warp's loads in flight do not
+/// cover a large message's latency), warp 0 still waits.
+fn pingpong_launch(size: u64) -> LaunchConfig {
+    let threads = if size >= 16 << 10 { 512 } else { 32 };
+    LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 fn one_warp() -> LaunchConfig {
     LaunchConfig {
         grid_dim: (1, 1, 1),
@@ -454,7 +466,7 @@ pub fn gpu_pingpong(
                     .arg(&rounds)
                     .arg(&initiator)
                     .arg(&times_ptr)
-                    .launch(one_warp())?
+                    .launch(pingpong_launch(size))?
             };
             stream.synchronize()?;
             g.barrier(Group::ALL, Timeout::Block)?;
@@ -473,7 +485,13 @@ pub fn gpu_pingpong(
                 r.size = Some(size);
                 r.iters = Some(s.len() as u64);
                 r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());
-                r.note = Some(format!("half round trip; {note_pair}"));
+                let copiers = match *what {
+                    "device-driven" => {
+                        format!("; {} threads copy", pingpong_launch(size).block_dim.0)
+                    }
+                    _ => String::new(),
+                };
+                r.note = Some(format!("half round trip; {note_pair}{copiers}"));
                 out.push(r);
             }
         }

@@ -204,27 +204,38 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
 }
 
 // GPU-to-GPU ping-pong driven by the kernels (gaspi-bench gpu-pingpong):
-// one warp on each side. The initiator sends `size` bytes from offset
-// `send_off` of `seg` to offset 0 of `seg` on `peer` with notification 0,
-// the responder answers the same way with notification 1. The initiator
-// records each round trip (globaltimer ns) in times[round].
+// warp 0 of each side waits; one warp copies, or the whole block when the
+// kernel is launched with more than one warp (large messages). The
+// initiator sends `size` bytes from offset `send_off` of `seg` to offset 0
+// of `seg` on `peer` with notification 0, the responder answers the same
+// way with notification 1. The initiator records each round trip
+// (globaltimer ns) in times[round].
 extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
                                               unsigned long long size, unsigned long long send_off,
                                               unsigned int rounds, unsigned int initiator,
                                               unsigned long long* times) {
-    if (threadIdx.x >= 32) return;
+    const bool block = blockDim.x > 32;
+    if (!block && threadIdx.x >= 32) return;
+    const bool waiter = threadIdx.x < 32;
     for (unsigned int r = 1; r <= rounds; ++r) {
+        gaspi_u64 t0 = 0;
         if (initiator) {
-            const gaspi_u64 t0 = gaspi_globaltimer_ns();
-            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 0, r);
-            if (gaspi_notify_waitsome(ctx, seg, 1, 1) < 0) return;
-            if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, 1);
+            t0 = gaspi_globaltimer_ns();
+            if (block) gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, 0, r);
+            else gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 0, r);
+        }
+        const gaspi_u32 wait_id = initiator ? 1u : 0u;
+        if (waiter) {
+            if (gaspi_notify_waitsome(ctx, seg, wait_id, 1) < 0) return;
+            if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, wait_id);
             __syncwarp();
+        }
+        if (block) __syncthreads();
+        if (initiator) {
             if (threadIdx.x == 0) times[r - 1] = gaspi_globaltimer_ns() - t0;
+        } else if (block) {
+            gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, 1, r);
         } else {
-            if (gaspi_notify_waitsome(ctx, seg, 0, 1) < 0) return;
-            if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, 0);
-            __syncwarp();
             gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 1, r);
         }
     }
