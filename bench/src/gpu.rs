@@ -257,6 +257,10 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                 let id = NotifyId(if deferred { 32 * (round % 2) } else { 0 });
                 let t = Instant::now();
                 g.notify(Rank(1), SEG, id, round, Queue(0))?;
+                if variant & 512 != 0 {
+                    // Bit 9: the second poller's own word (see echo.cu).
+                    g.notify(Rank(1), SEG, NotifyId(32), round, Queue(0))?;
+                }
                 if let Some((got, r)) = unreset.take() {
                     check(got, r)?;
                 }
@@ -288,7 +292,9 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                 v if v & 128 != 0 => format!(
                     "variant {v}: values count up: gaspi_notify_wait_above (no clear) + \
                      gaspi_notify_relaxed (no fence), {}",
-                    if v & 256 != 0 {
+                    if v & 512 != 0 {
+                        "two polling warps on two words the CPU both sets, the first to see a round answers"
+                    } else if v & 256 != 0 {
                         "two polling warps, the first to see a round answers"
                     } else {
                         "one polling thread"

@@ -89,7 +89,10 @@ extern "C" __global__ void gaspi_echo_raw_multi(volatile unsigned int* flag, vol
 //          (ids alternate).
 //   bit 7: the CPU counts up: gaspi_notify_wait_above (no clear) and
 //          gaspi_notify_relaxed (no fence); with bit 8 two warps poll and the
-//          first to see a round answers (launch with 64 threads).
+//          first to see a round answers (launch with 64 threads); with bit 9
+//          as well the CPU sends each round to ids 0 and 32 and warp w polls
+//          id 32 * w: two pollers on two lines, so one's read across PCIe
+//          never waits behind (or merges with) the other's.
 //   bit 6: raw on the runtime's words: one thread polls notification 0 with
 //          volatile loads for the round's value (the CPU counts up, so no
 //          clear is needed) and answers with a volatile store: the floor
@@ -122,10 +125,11 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
         __syncthreads();
         if ((threadIdx.x & 31u) != 0) return;
         if (!(variant & 256u) && threadIdx.x != 0) return;
+        const unsigned int id = (variant & 512u) ? 32u * (threadIdx.x >> 5) : 0u;
         unsigned int last = 0;
         while (last < max_rounds) {
             unsigned int value = 0;
-            if (gaspi_notify_wait_above(ctx, in_seg, 0, last, GASPI_BLOCK, &value) != GASPI_DEV_SUCCESS) return;
+            if (gaspi_notify_wait_above(ctx, in_seg, id, last, GASPI_BLOCK, &value) != GASPI_DEV_SUCCESS) return;
             if (value == GASPI_STOP_VALUE) return;
             last = value;
             if (atomicMax(&claimed, value) < value) gaspi_notify_relaxed(ctx, peer, out_seg, 0, value);
