@@ -826,37 +826,28 @@ impl Gaspi {
     #[cold]
     #[inline(never)]
     fn put_general(&self, req: &PutRequest) -> Result<()> {
-        let PutRequest {
-            local_seg,
-            local_offset,
-            rank,
-            remote_seg,
-            remote_offset,
-            size,
-            notify,
-            queue,
-        } = *req;
+        let (rank, remote_seg, size, notify) = (req.rank, req.remote_seg, req.size, req.notify);
         let inner = &*self.inner;
-        let q = inner.check_queue(queue)?;
+        let q = inner.check_queue(req.queue)?;
         inner.check_size(size)?;
         inner.check_peer(rank)?;
-        inner.with_local(local_seg, |local, tables| {
-            local.check(Side::Local, inner.rank, local_offset, size)?;
+        inner.with_local(req.local_seg, |local, tables| {
+            local.check(Side::Local, inner.rank, req.local_offset, size)?;
             let max = inner.config.segment_max;
-            let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
+            let r = lookup_remote(tables, rank, remote_seg, req.remote_offset, size, max)?;
             if let Some((id, value)) = notify {
                 check_notification(r, rank, remote_seg, id, value)?;
             }
             let entries = 1 + notify.is_some() as u32;
-            q.reserve(queue, entries, inner.config.queue_size_max)?;
+            q.reserve(req.queue, entries, inner.config.queue_size_max)?;
             let notify = notify.map(|(id, value)| (id.0, value));
             let to = RemoteEnd {
                 rank,
                 seg: remote_seg,
                 segment: r,
-                offset: remote_offset,
+                offset: req.remote_offset,
             };
-            let sent = inner.put_routed(q, local, local_offset, to, size, notify);
+            let sent = inner.put_routed(q, local, req.local_offset, to, size, notify);
             if let Err(e) = sent {
                 q.unreserve(entries);
                 return Err(e);
