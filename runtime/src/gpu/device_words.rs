@@ -172,7 +172,9 @@ impl DeviceWords {
     pub fn scan(&self, begin: u32, num: u32) -> Result<Option<u32>> {
         debug_assert!(begin as u64 + num as u64 <= self.count as u64);
         if let Some((bar, _)) = self.bar.as_ref().filter(|_| num <= BAR_SCAN_MAX) {
-            return Ok((begin..begin + num).find(|&id| bar.read_u32(id as usize) != Some(0)));
+            return Ok(
+                (begin..begin + num).find(|&id| bar.read_u32(id as usize).is_some_and(|v| v != 0))
+            );
         }
         let mut words = vec![0u32; num as usize];
         // SAFETY: the range lies within the words (checked by the caller),
