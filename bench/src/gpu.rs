@@ -209,7 +209,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     let variants: Vec<u32> = std::env::var("NOTIFY_RTT_VARIANTS")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![0, 24, 384]);
+        .unwrap_or_else(|| vec![0, 24, 384, 1408]);
     for variant in variants {
         if let Some((dctx, stream, echo)) = &gpu_side {
             // Variants whose kernel never clears (the CPU counts up) leave
@@ -290,8 +290,13 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
             let reset = match variant {
                 0 => "device API as is: acquire polling, atomic-exchange reset, fence + relaxed store".to_string(),
                 v if v & 128 != 0 => format!(
-                    "variant {v}: values count up: gaspi_notify_wait_above (no clear) + \
+                    "variant {v}: values count up: {} (no clear) + \
                      gaspi_notify_relaxed (no fence), {}",
+                    if v & 1024 != 0 {
+                        "gaspi_notify_wait_above_relaxed"
+                    } else {
+                        "gaspi_notify_wait_above"
+                    },
                     if v & 512 != 0 {
                         "two polling warps on two words the CPU both sets, the first to see a round answers"
                     } else if v & 256 != 0 {

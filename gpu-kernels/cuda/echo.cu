@@ -93,6 +93,8 @@ extern "C" __global__ void gaspi_echo_raw_multi(volatile unsigned int* flag, vol
 //          as well the CPU sends each round to ids 0 and 32 and warp w polls
 //          id 32 * w: two pollers on two lines, so one's read across PCIe
 //          never waits behind (or merges with) the other's.
+//   bit 10: with bit 7, gaspi_notify_wait_above_relaxed (no acquire: the
+//          value is the whole message).
 //   bit 6: raw on the runtime's words: one thread polls notification 0 with
 //          volatile loads for the round's value (the CPU counts up, so no
 //          clear is needed) and answers with a volatile store: the floor
@@ -129,7 +131,10 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
         unsigned int last = 0;
         while (last < max_rounds) {
             unsigned int value = 0;
-            if (gaspi_notify_wait_above(ctx, in_seg, id, last, GASPI_BLOCK, &value) != GASPI_DEV_SUCCESS) return;
+            const int rc = (variant & 1024u)
+                               ? gaspi_notify_wait_above_relaxed(ctx, in_seg, id, last, GASPI_BLOCK, &value)
+                               : gaspi_notify_wait_above(ctx, in_seg, id, last, GASPI_BLOCK, &value);
+            if (rc != GASPI_DEV_SUCCESS) return;
             if (value == GASPI_STOP_VALUE) return;
             last = value;
             if (atomicMax(&claimed, value) < value) gaspi_notify_relaxed(ctx, peer, out_seg, 0, value);

@@ -19,8 +19,9 @@ __device__ inline void test_fail(unsigned int* status, unsigned int code, unsign
     }
 }
 
-// Ping-pong with payload, one warp (also exercises gaspi_notify_wait_above,
-// gaspi_notify_waitsome_value and gaspi_notify_clear). Round r (1..=rounds): wait for
+// Ping-pong with payload, one warp (also exercises gaspi_notify_wait_above
+// and its relaxed form, gaspi_notify_waitsome_value and gaspi_notify_clear).
+// Round r (1..=rounds): wait for
 // notification 0 of `seg` (value r), check `words` words at offset 0
 // (test_pattern(r, i)), write word+1 into offset `out_off`, and send those
 // words with the device-side write_notify to (peer, peer_seg) offset `out_off`,
@@ -41,10 +42,16 @@ extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, uns
         // answer's fence orders the clear before it); even rounds read and
         // clear with the atomic gaspi_notify_reset.
         // Every third round waits with gaspi_notify_wait_above instead (the
-        // CPU counts up: round r sends value r).
+        // CPU counts up: round r sends value r), every sixth with
+        // gaspi_notify_wait_above_relaxed + gaspi_fence.
         unsigned int seen = 0;
         int id;
-        if (r % 3 == 0) {
+        if (r % 6 == 0) {
+            // The relaxed wait, then the fence that makes its hit an acquire.
+            const int rc = gaspi_notify_wait_above_relaxed(ctx, seg, 0, r - 1u, GASPI_BLOCK, &seen);
+            gaspi_fence();
+            id = rc == GASPI_DEV_SUCCESS ? 0 : 100 - rc;
+        } else if (r % 3 == 0) {
             const int rc = gaspi_notify_wait_above(ctx, seg, 0, r - 1u, GASPI_BLOCK, &seen);
             id = rc == GASPI_DEV_SUCCESS ? 0 : 100 - rc;
         } else {
