@@ -17,7 +17,9 @@
 //!   across PCIe each: `gaspi_notify_waitsome_value` (the value seen by the
 //!   scan, no re-read), `gaspi_notify_clear` (a posted store instead of an
 //!   atomic exchange), `gaspi_notify_wait_above` (senders that count up: no
-//!   clear at all), `gaspi_notify_relaxed` + `gaspi_fence` (the ordering
+//!   clear at all; `gaspi_notify_wait_above_relaxed` without the acquire,
+//!   for signals whose value is the message), `gaspi_notify_relaxed` +
+//!   `gaspi_fence` (the ordering
 //!   fence moved off the critical path). Together about 2.5 us less per
 //!   CPU -> kernel -> CPU round trip on an H100 (`gaspi-bench notify-rtt`).
 //! - [`DeviceCtx`] / [`SegmentDesc`]: the context a kernel receives by value,
