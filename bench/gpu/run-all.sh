@@ -19,7 +19,14 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version
 tests=$(mktemp)
 timeout 900 ./gaspi-gpu-tests >"$tests" 2>&1
 tests_rc=$?
-bench() { timeout 300 ./gaspi-bench --json "$@" 2>&1 | grep -E '^\{' || echo "{\"bench\":\"$1\",\"note\":\"failed (rc ${PIPESTATUS[0]})\"}"; }
+# A benchmark that fails after printing some records still says so.
+bench() {
+    local out rc
+    out=$(timeout 300 ./gaspi-bench --json "$@" 2>&1)
+    rc=$?
+    grep -E '^\{' <<<"$out"
+    [ "$rc" -eq 0 ] || echo "{\"bench\":\"$1\",\"note\":\"failed (rc $rc)\"}"
+}
 bench notify-rtt
 bench gpu-pingpong --device-driven
 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven
