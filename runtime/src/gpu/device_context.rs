@@ -361,6 +361,11 @@ impl Inner {
         let remote_seg = ring_seg(req.remote_segment)?;
         let tables = self.tables.load();
         let max = self.config.segment_max;
+        // Both operations end in a notification of the remote segment.
+        let notifiable = |r| {
+            let id = NotifyId(req.notification_id);
+            check_notification(r, rank, remote_seg, id, req.value).map(|()| r)
+        };
         match req.op {
             RequestOp::WriteNotify => {
                 let local_seg = ring_seg(req.local_segment)?;
@@ -374,14 +379,8 @@ impl Inner {
                             seg: local_seg,
                         })?;
                 local.check(Side::Local, self.rank, req.local_offset, req.size)?;
-                let r = lookup_remote(&tables, rank, remote_seg, req.remote_offset, req.size, max)?;
-                check_notification(
-                    r,
-                    rank,
-                    remote_seg,
-                    NotifyId(req.notification_id),
-                    req.value,
-                )?;
+                let (offset, size) = (req.remote_offset, req.size);
+                let r = notifiable(lookup_remote(&tables, rank, remote_seg, offset, size, max)?)?;
                 self.gpu_put(
                     qs,
                     local,
@@ -393,14 +392,7 @@ impl Inner {
                 )
             }
             RequestOp::Notify => {
-                let r = lookup_remote(&tables, rank, remote_seg, 0, 0, max)?;
-                check_notification(
-                    r,
-                    rank,
-                    remote_seg,
-                    NotifyId(req.notification_id),
-                    req.value,
-                )?;
+                let r = notifiable(lookup_remote(&tables, rank, remote_seg, 0, 0, max)?)?;
                 self.gpu_notify(qs, r, req.notification_id, req.value)
             }
             RequestOp::Unknown(code) => Err(Error::Protocol(format!(
