@@ -31,6 +31,13 @@
 //! from then on a sleeping waiter naps on the futex for a short, growing
 //! interval instead of 10 ms, so CPU writers still wake it at once and GPU
 //! writers are seen within the cap; see [`WakeMode`].
+//!
+//! A spinning waiter's core is idle, and the peer it waits for may be busy
+//! with exactly the work that will set its word (a large copy into this
+//! rank's segment). So an area may carry [`SpinWork`]: something the waiter
+//! does between polls while it spins (the runtime's target-assisted copy,
+//! `runtime/src/transport/assisted_copy.rs`). It never runs once the waiter
+//! sleeps: a sleeping waiter stays asleep until its word changes.
 
 pub mod futex;
 pub mod gdrcopy;
@@ -89,6 +96,50 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// microseconds: a pause is ~10-50 ns).
 const SPIN_CHUNK: u32 = 256;
 
+/// Paced polls between two looks at [`SpinWork`] while spinning: short,
+/// so that work posted for this waiter (a peer's copy, some tens of
+/// microseconds) is taken up within a microsecond or two.
+const SPIN_CHUNK_WITH_WORK: u32 = 32;
+
+/// Work a waiter does while it spins, between polls of its words.
+///
+/// [`SpinWork::run`] is called every few dozen polls during the spin phase
+/// of every wait on an area that carries it. It must be cheap when there is
+/// nothing to do (one load), must not wait for anything itself, and returns
+/// whether it did some work; a waiter that did work spins anew for its
+/// whole budget afterwards, because what it helped with is likely about to
+/// set its word.
+///
+/// ```
+/// use gaspi_notify::{NotificationArea, SpinWork, WakeMode};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+///
+/// #[derive(Debug, Default)]
+/// struct Count(AtomicU32);
+/// impl SpinWork for Count {
+///     fn run(&self) -> bool {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         false
+///     }
+/// }
+///
+/// let mut mem = vec![0u64; NotificationArea::bytes_for(4).div_ceil(8)];
+/// // SAFETY: mem is 8-aligned, big enough and outlives the area.
+/// let mut area = unsafe {
+///     NotificationArea::from_raw(mem.as_mut_ptr().cast(), 4, WakeMode::Futex)
+/// };
+/// let work = Arc::new(Count::default());
+/// area.set_spin_work(work.clone());
+/// let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1);
+/// assert_eq!(area.waitsome(0, 4, Some(deadline)).unwrap(), None);
+/// assert!(work.0.load(Ordering::Relaxed) > 0);
+/// ```
+pub trait SpinWork: Send + Sync + std::fmt::Debug {
+    /// Does whatever work there is now; returns whether there was any.
+    fn run(&self) -> bool;
+}
+
 /// A view of a notification area in memory shared with other processes.
 ///
 /// The view does not own the memory; whoever created it (a segment) keeps the
@@ -99,6 +150,7 @@ pub struct NotificationArea {
     count: u32,
     wake: WakeMode,
     spin: Duration,
+    spin_work: Option<std::sync::Arc<dyn SpinWork>>,
 }
 
 // SAFETY: the area is only ever accessed through atomic operations on the
@@ -133,6 +185,21 @@ impl NotificationArea {
             count,
             wake,
             spin: DEFAULT_SPIN,
+            spin_work: None,
+        }
+    }
+
+    /// Gives waiters on this area work to do while they spin (see
+    /// [`SpinWork`]).
+    pub fn set_spin_work(&mut self, work: std::sync::Arc<dyn SpinWork>) {
+        self.spin_work = Some(work);
+    }
+
+    /// Polls per look at the clock (and at the spin work) while spinning.
+    fn spin_chunk(&self) -> u32 {
+        match self.spin_work {
+            Some(_) => SPIN_CHUNK_WITH_WORK,
+            None => SPIN_CHUNK,
         }
     }
 
@@ -299,11 +366,10 @@ impl NotificationArea {
             return Ok(self.wait_until_timed(deadline, || self.scan(begin, num)));
         }
         let word = self.word(begin);
-        Ok(self.wait_with(deadline, |paced| {
-            let v = if paced {
-                poll::poll_word(word, SPIN_CHUNK)
-            } else {
-                word.load(Ordering::Acquire)
+        Ok(self.wait_with(deadline, |polls| {
+            let v = match polls {
+                0 => word.load(Ordering::Acquire),
+                n => poll::poll_word(word, n),
             };
             (v != 0).then_some(begin)
         }))
@@ -336,11 +402,11 @@ impl NotificationArea {
         deadline: Option<Instant>,
         mut ready: impl FnMut() -> Option<R>,
     ) -> (Option<R>, Duration) {
-        self.wait_with(deadline, |paced| {
-            if !paced {
+        self.wait_with(deadline, |polls| {
+            if polls == 0 {
                 return ready();
             }
-            (0..SPIN_CHUNK).find_map(|_| {
+            (0..polls).find_map(|_| {
                 // One pause per check: a pause costs up to ~140 cycles on
                 // recent x86 cores, more than a scan of a few words.
                 std::hint::spin_loop();
@@ -349,27 +415,35 @@ impl NotificationArea {
         })
     }
 
-    /// The wait itself. `check(false)` checks once; `check(true)` makes
-    /// [`SPIN_CHUNK`] paced checks, between which the clock is read.
+    /// The wait itself. `check(0)` checks once; `check(n)` makes `n` paced
+    /// checks, between which the clock is read and the spin work runs.
     fn wait_with<R>(
         &self,
         deadline: Option<Instant>,
-        mut check: impl FnMut(bool) -> Option<R>,
+        mut check: impl FnMut(u32) -> Option<R>,
     ) -> (Option<R>, Duration) {
-        if let Some(r) = check(false) {
+        if let Some(r) = check(0) {
             return (Some(r), Duration::ZERO);
         }
         let start = Instant::now();
-        let spin_end = start + self.spin;
+        let mut spin_end = start + self.spin;
         let mut last = start;
+        let polls = self.spin_chunk();
         // Spin phase: paced re-scans, checking the clock between chunks.
         loop {
-            if let Some(r) = check(true) {
+            if let Some(r) = check(polls) {
                 return (Some(r), last - start);
             }
             last = Instant::now();
             if deadline.is_some_and(|d| last >= d) {
                 return (None, last - start);
+            }
+            if self.spin_work.as_ref().is_some_and(|w| w.run()) {
+                // Whatever was helped along is likely what sets our word:
+                // keep spinning rather than go to sleep right before it.
+                last = Instant::now();
+                spin_end = last + self.spin;
+                continue;
             }
             if last >= spin_end {
                 break;
@@ -380,7 +454,7 @@ impl NotificationArea {
         loop {
             let now = Instant::now();
             let left = match deadline {
-                Some(d) if now >= d => return (check(false), now - start),
+                Some(d) if now >= d => return (check(0), now - start),
                 Some(d) => Some(d - now),
                 None => None,
             };
@@ -403,14 +477,14 @@ impl NotificationArea {
             };
             self.sleepers().fetch_add(1, Ordering::SeqCst);
             let seen = self.sequence().load(Ordering::SeqCst);
-            if let Some(r) = check(false) {
+            if let Some(r) = check(0) {
                 self.sleepers().fetch_sub(1, Ordering::SeqCst);
                 return (Some(r), now - start);
             }
             let nap = left.map_or(slice, |l| l.min(slice));
             futex::wait(self.sequence(), seen, nap);
             self.sleepers().fetch_sub(1, Ordering::SeqCst);
-            if let Some(r) = check(false) {
+            if let Some(r) = check(0) {
                 return (Some(r), start.elapsed());
             }
         }
@@ -521,6 +595,78 @@ mod tests {
         // Long enough that the waiter is past its spin budget and asleep.
         std::thread::sleep(Duration::from_millis(100));
         o.area.set(2, 9).unwrap();
+        assert_eq!(waiter.join().unwrap(), Some(2));
+    }
+
+    /// Spin work that counts its runs and reports work for its first
+    /// `busy_for` after `start` (sleeping 100 us per run, as a copy would take).
+    #[derive(Debug)]
+    struct Helper {
+        start: Instant,
+        busy_for: Duration,
+        runs: std::sync::atomic::AtomicU64,
+        last_run_us: std::sync::atomic::AtomicU64,
+    }
+
+    impl SpinWork for Helper {
+        fn run(&self) -> bool {
+            self.runs.fetch_add(1, Ordering::Relaxed);
+            let at = self.start.elapsed();
+            self.last_run_us
+                .store(at.as_micros() as u64, Ordering::Relaxed);
+            let busy = at < self.busy_for;
+            if busy {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            busy
+        }
+    }
+
+    fn helper(busy_for: Duration) -> Arc<Helper> {
+        Arc::new(Helper {
+            start: Instant::now(),
+            busy_for,
+            runs: Default::default(),
+            last_run_us: Default::default(),
+        })
+    }
+
+    #[test]
+    fn spin_work_runs_while_spinning_and_not_once_asleep() {
+        let mut o = area(4);
+        o.area.set_spin(Duration::from_millis(2));
+        let work = helper(Duration::ZERO);
+        o.area.set_spin_work(work.clone());
+        let d = Instant::now() + Duration::from_millis(200);
+        assert_eq!(o.area.waitsome(0, 4, Some(d)).unwrap(), None);
+        assert!(work.runs.load(Ordering::Relaxed) > 0, "never ran");
+        let last = work.last_run_us.load(Ordering::Relaxed);
+        assert!(last < 100_000, "ran at {last} us, after the 2 ms spin");
+    }
+
+    #[test]
+    fn spin_work_that_did_something_keeps_the_waiter_spinning() {
+        let mut o = area(4);
+        o.area.set_spin(Duration::from_millis(1));
+        let work = helper(Duration::from_millis(60));
+        o.area.set_spin_work(work.clone());
+        let o = Arc::new(o);
+        let o2 = o.clone();
+        let waiter = std::thread::spawn(move || o2.area.waitsome(2, 1, None).unwrap());
+        // Far past the 1 ms budget, but the work keeps reporting progress.
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(o.area.sleepers().load(Ordering::SeqCst), 0, "went to sleep");
+        // The work stopped at 60 ms: the waiter sleeps 1 ms later.
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            o.area.sleepers().load(Ordering::SeqCst),
+            1,
+            "still spinning"
+        );
+        let runs = work.runs.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(work.runs.load(Ordering::Relaxed), runs, "ran while asleep");
+        o.area.set(2, 1).unwrap();
         assert_eq!(waiter.join().unwrap(), Some(2));
     }
 }
