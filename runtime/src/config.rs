@@ -14,6 +14,10 @@ pub const LONG_SPIN: Duration = Duration::from_millis(2);
 /// Spin budget of waiters on an oversubscribed host.
 pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 
+/// Smallest same-host write that a waiting target helps copy, by default
+/// (see [`Config::copy_assist_min`]).
+pub const DEFAULT_COPY_ASSIST_MIN: u64 = 256 << 10;
+
 /// Limits and settings of a job.
 ///
 /// ```
@@ -67,6 +71,15 @@ pub struct Config {
     /// Where the notification words of this rank's GPU segments live
     /// (`GASPI_GPU_NOTIFICATIONS=host-mapped|device|gdrcopy`).
     pub gpu_notifications: NotificationPlacement,
+    /// Writes of at least this many bytes into a same-host rank's host
+    /// segment are copied by the writer and, while it waits (spins) for
+    /// a notification or in a barrier, by the target too (a
+    /// target-assisted copy; `runtime/src/transport/assisted_copy.rs`).
+    /// `None` chooses by load: [`DEFAULT_COPY_ASSIST_MIN`] when this host's
+    /// ranks fit its cores, never on an oversubscribed host (a helper there
+    /// would take the core of a rank that computes). `Some(0)`: never.
+    /// `GASPI_COPY_ASSIST_MIN` (bytes; 0 turns it off).
+    pub copy_assist_min: Option<u64>,
 }
 
 /// Where the notification words of a GPU segment live.
@@ -155,6 +168,7 @@ impl Default for Config {
             pin_host_segments: true,
             gpu_owner_copies: true,
             gpu_notifications: NotificationPlacement::HostMapped,
+            copy_assist_min: None,
         }
     }
 }
@@ -209,6 +223,9 @@ impl Config {
         }
         if let Ok(v) = std::env::var("GASPI_GPU_NOTIFICATIONS") {
             c.gpu_notifications = v.parse()?;
+        }
+        if let Some(v) = env_u64("GASPI_COPY_ASSIST_MIN")? {
+            c.copy_assist_min = Some(v);
         }
         Ok(c)
     }
@@ -268,13 +285,42 @@ impl Config {
         self.spin = Some(d);
         self
     }
+    /// Sets the smallest same-host write a waiting target helps copy; 0
+    /// turns target-assisted copies off.
+    ///
+    /// ```
+    /// use gaspi::Config;
+    /// let off = Config::default().copy_assist_min(0);
+    /// assert_eq!(off.effective_copy_assist_min(), None);
+    /// let on = Config::default().copy_assist_min(1 << 20);
+    /// assert_eq!(on.effective_copy_assist_min(), Some(1 << 20));
+    /// ```
+    pub fn copy_assist_min(mut self, bytes: u64) -> Self {
+        self.copy_assist_min = Some(bytes);
+        self
+    }
+
+    /// The smallest write copied with the target's help, if any is: the
+    /// configured size, or by load as [`Config::copy_assist_min`] says.
+    pub fn effective_copy_assist_min(&self) -> Option<u64> {
+        match self.copy_assist_min {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => (self.local_ranks_fit_cores()).then_some(DEFAULT_COPY_ASSIST_MIN),
+        }
+    }
+
+    /// Whether every rank of this host can have a core of its own.
+    fn local_ranks_fit_cores(&self) -> bool {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        self.launch.local_size <= cores
+    }
 
     /// The spin budget in force: the configured one, or one chosen from the
     /// number of ranks on this host and the cores this process may use.
     pub fn effective_spin(&self) -> Duration {
         self.spin.unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-            if self.launch.local_size <= cores {
+            if self.local_ranks_fit_cores() {
                 LONG_SPIN
             } else {
                 SHORT_SPIN

@@ -8,6 +8,7 @@ use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
 use crate::segment::LocalSegment;
 use crate::tables::SegmentTables;
+use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::types::{Rank, RankState, SegId};
 use crate::wire::Message;
@@ -67,6 +68,12 @@ pub(crate) struct Inner {
     pub gpu_home: std::sync::Arc<std::sync::OnceLock<u32>>,
     /// This rank's inbox and its lanes into peers' (see `gpu/owner_copy.rs`).
     pub owner_copies: crate::gpu::owner_copy::OwnerCopies,
+    /// Smallest same-host write copied with the target's help
+    /// (`Config::effective_copy_assist_min`; `u64::MAX`: none).
+    pub copy_assist_min: u64,
+    /// What this rank's waiters do while they spin: help with copies
+    /// posted to it (`transport/assisted_copy.rs`); `None` when off.
+    pub copy_helper: Option<Arc<CopyHelper>>,
 }
 
 const HEALTHY: u8 = 0;
@@ -375,12 +382,18 @@ impl Gaspi {
         let rank = Rank(info.rank);
         let size = info.size;
         let deadline = Instant::now() + config.init_timeout;
-        let system = Arc::new(LocalSegment::alloc_host(
+        let copy_assist_min = config.effective_copy_assist_min();
+        let copy_helper = copy_assist_min.map(|_| Arc::new(CopyHelper::default()));
+        let mut system = LocalSegment::alloc_host(
             SegId(SYSTEM_SEG as u8),
-            system_data_size(config.group_max, size),
+            system_data_size(config.group_max, size) + BOARD_BYTES,
             system_notifications(config.group_max, size),
             config.effective_spin(),
-        )?);
+        )?;
+        if let Some(helper) = &copy_helper {
+            system.notifications.set_spin_work(helper.clone());
+        }
+        let system = Arc::new(system);
         let listener = TcpListener::bind("0.0.0.0:0")
             .map_err(|e| Error::io("binding the control listener", e))?;
         let control = listener
@@ -453,9 +466,14 @@ impl Gaspi {
             passive: crate::passive::Inbox::default(),
             gpu_home: Default::default(),
             owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),
+            copy_assist_min: copy_assist_min.unwrap_or(u64::MAX),
+            copy_helper,
             peers,
             config,
         });
+        if let Some(helper) = &inner.copy_helper {
+            helper.bind(Arc::downgrade(&inner));
+        }
         for r in 0..size {
             let desc = inner.peers[r as usize].endpoint.system.clone();
             if inner.peers[r as usize].transport.is_some() {

@@ -125,6 +125,12 @@ impl Inner {
     ) -> Result<()> {
         let r = to.segment;
         if let Some(direct) = host_direct(q, local, r) {
+            if size >= self.copy_assist_min {
+                if let Some(done) = self.put_assisted(local, local_offset, to, direct, size, notify)
+                {
+                    return done;
+                }
+            }
             // SAFETY: the caller checked local_offset + size against the
             // local segment and to.offset + size against the remote one,
             // whose mapping lives as long as `r`.
@@ -307,7 +313,7 @@ impl Inner {
             notify,
             queue,
         } = req;
-        if size == 0 || size > self.config.transfer_size_max {
+        if size == 0 || size > self.config.transfer_size_max || size >= self.copy_assist_min {
             return false;
         }
         // SAFETY: nothing below loads the tables: the checks, the copy, a
@@ -384,7 +390,7 @@ impl Inner {
 
 /// Whether `offset..offset+len` lies within `size` bytes (no overflow).
 #[inline]
-fn fits(offset: u64, len: u64, size: u64) -> bool {
+pub(crate) fn fits(offset: u64, len: u64, size: u64) -> bool {
     offset.checked_add(len).is_some_and(|end| end <= size)
 }
 
@@ -404,7 +410,7 @@ fn host_direct<'a>(
 
 /// A notification the caller checked was refused anyway: a bug, reported.
 #[cold]
-fn notify_error(e: gaspi_notify::NotifyError) -> Error {
+pub(crate) fn notify_error(e: gaspi_notify::NotifyError) -> Error {
     Error::Protocol(e.to_string())
 }
 
@@ -502,8 +508,11 @@ impl Gaspi {
     }
 
     /// Publishes a new local segment, unless its id was taken meanwhile.
-    fn install(&self, s: LocalSegment) -> Result<Segment> {
+    fn install(&self, mut s: LocalSegment) -> Result<Segment> {
         let inner = &self.inner;
+        if let Some(helper) = &inner.copy_helper {
+            s.notifications.set_spin_work(helper.clone());
+        }
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
         let me = inner.rank;

@@ -50,6 +50,18 @@ pub struct SegmentDescriptor {
     /// area in `notifications`.
     #[serde(default)]
     pub device_words_offset: Option<u64>,
+    /// Which segment of its owner this is: a number no other segment of
+    /// the owner's process had, so a peer can tell a segment from one
+    /// deleted and created again under the same id (the target-assisted
+    /// copy checks it, `transport/assisted_copy.rs`).
+    #[serde(default)]
+    pub instance: u64,
+}
+
+/// A fresh [`SegmentDescriptor::instance`] (never 0).
+fn next_instance() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 const PAGE: usize = 4096;
@@ -183,6 +195,7 @@ impl LocalSegment {
                 notification_count,
                 inbox: None,
                 device_words_offset: None,
+                instance: next_instance(),
             },
             gpu: None,
             registration: OnceLock::new(),
@@ -271,6 +284,7 @@ impl LocalSegment {
                 notification_count,
                 inbox: None,
                 device_words_offset: words_at.map(|at| at as u64),
+                instance: next_instance(),
             },
             gpu: Some(GpuData {
                 memory,
@@ -322,6 +336,7 @@ impl LocalSegment {
                 notification_count,
                 inbox: None,
                 device_words_offset: None,
+                instance: next_instance(),
             },
             gpu: None,
             registration: OnceLock::new(),

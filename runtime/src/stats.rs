@@ -50,7 +50,8 @@ const N_OPS: usize = OP_NAMES.len();
 const BYTES_WRITTEN: usize = N_OPS;
 const BYTES_READ: usize = N_OPS + 1;
 const WAIT_NS: usize = N_OPS + 2;
-const CELLS: usize = N_OPS + 3;
+const COPIED_FOR_PEERS: usize = N_OPS + 3;
+const CELLS: usize = N_OPS + 4;
 
 /// Which byte counter a call adds to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +149,12 @@ impl Stats {
         self.with_cells(|c| c.bump(WAIT_NS, ns));
     }
 
+    /// Adds bytes this rank's waiters copied for a peer's write (a
+    /// target-assisted copy, `transport/assisted_copy.rs`).
+    pub fn copied_for_peers(&self, bytes: u64) {
+        self.with_cells(|c| c.bump(COPIED_FOR_PEERS, bytes));
+    }
+
     fn totals(&self) -> [u64; CELLS] {
         let mut sum = [0u64; CELLS];
         for t in self
@@ -172,6 +179,7 @@ impl Stats {
             bytes_written: v(BYTES_WRITTEN),
             bytes_read: v(BYTES_READ),
             wait_time: Duration::from_nanos(v(WAIT_NS)),
+            bytes_copied_for_peers: v(COPIED_FOR_PEERS),
             calls: OP_NAMES
                 .iter()
                 .enumerate()
@@ -200,6 +208,11 @@ pub struct Statistics {
     /// finding a word at once, `barrier`, `allreduce`, `passive_receive`,
     /// atomics).
     pub wait_time: Duration,
+    /// Bytes of peers' large writes into this rank's segments that this
+    /// rank's waiters copied themselves while they waited (target-assisted
+    /// copies, see [`crate::Config::copy_assist_min`]); also counted in
+    /// the writers' `bytes_written`, not in this rank's.
+    pub bytes_copied_for_peers: u64,
     /// Calls per operation, by the operation's name.
     pub calls: Vec<(&'static str, u64)>,
 }
@@ -242,5 +255,7 @@ mod tests {
         assert_eq!((r.calls_of("write"), r.bytes_written), (0, 0));
         s.call(Op::Write, Counter::BytesWritten, 1);
         assert_eq!(s.read().bytes_written, 1);
+        s.copied_for_peers(5);
+        assert_eq!(s.read().bytes_copied_for_peers, 5);
     }
 }

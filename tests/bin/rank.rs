@@ -90,6 +90,21 @@ enum Cmd {
         #[arg(long, default_value_t = 65536)]
         max_size: u64,
     },
+    /// Two ranks exchange large random blocks at random offsets with
+    /// write_notify (ping-pong), then rank 0 streams windows of large
+    /// writes into rank 1 while rank 1 waits in a barrier, then both
+    /// recreate their segment and exchange again. Every block is checked
+    /// against a checksum its writer computed. Each rank then reports the
+    /// bytes it copied for the other (target-assisted copies; run with
+    /// `GASPI_COPY_ASSIST_MIN` set): with `--expect-help` they must be
+    /// non-zero (in the ping-pong on both ranks, and on rank 1 while in
+    /// the barrier), without it zero.
+    AssistedCopy {
+        #[arg(long, default_value_t = 40)]
+        rounds: u32,
+        #[arg(long)]
+        expect_help: bool,
+    },
     /// Every rank but 0 writes large and small payloads to rank 0, each
     /// carrying its sequence number throughout, announced by write_notify or
     /// by a notify after the writes on the same queue; rank 0 verifies the
@@ -215,6 +230,10 @@ fn main() {
     let result = match cli.cmd {
         Cmd::AllToAll { rounds, max_block } => all_to_all(rounds, max_block),
         Cmd::PingPong { rounds, max_size } => ping_pong(rounds, max_size),
+        Cmd::AssistedCopy {
+            rounds,
+            expect_help,
+        } => assisted_copy(rounds, expect_help),
         Cmd::Ordering { iters, large } => ordering(iters, large),
         Cmd::BadInputs => bad_inputs(),
         Cmd::DeletedSegment { iters } => deleted_segment(iters),
@@ -591,6 +610,144 @@ fn ping_pong(rounds: u32, max_size: u64) -> Res {
         say(&g, "ok ping-pong: no partner, idle");
     }
     g.barrier(Group::ALL, LONG)?;
+    finish(g)
+}
+
+// ----- 2b. target-assisted copies -----
+
+/// The notification value that carries a block's checksum (never 0).
+fn checksum_value(data: &[u8]) -> u32 {
+    (fnv64(data) as u32) | 1
+}
+
+/// Large random blocks, both ways and into a rank waiting in a barrier,
+/// checked by checksum; see `Cmd::AssistedCopy`.
+fn assisted_copy(rounds: u32, expect_help: bool) -> Res {
+    const MAX: u64 = 3 << 20;
+    const SIZE: u64 = 2 * MAX + 4096;
+    let g = init(Config::from_env())?;
+    ensure!(g.size() == 2, "assisted-copy runs on 2 ranks");
+    let me = g.rank().0;
+    let peer = Rank(1 - me);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(rand::random());
+    let mut block = vec![0u8; MAX as usize];
+    let copied = |g: &Gaspi| g.statistics().bytes_copied_for_peers;
+    // Blocks of every size class: below the threshold, around it, many
+    // chunks and a ragged last chunk, at odd offsets on both sides.
+    let exchange = |g: &Gaspi, rng: &mut rand::rngs::StdRng, block: &mut [u8], rounds| -> Res {
+        let seg = g.segment_create(SEG, SIZE, Memory::Host, Group::ALL, LONG)?;
+        for round in 0..rounds {
+            let size = mix(round as u64, 7) % MAX + 1;
+            let (src, dst) = (
+                mix(round as u64, 1) % 4096,
+                MAX + mix(round as u64, 2) % 4096,
+            );
+            let n = size as usize;
+            if (round % 2 == 0) == (me == 0) {
+                rng.fill(&mut block[..n]);
+                seg.write(src as usize, &block[..n])?;
+                let v = checksum_value(&block[..n]);
+                g.write_notify(SEG, src, peer, SEG, dst, size, NotifyId(0), v, Queue(0))?;
+                g.wait(Queue(0), LONG)?;
+            } else {
+                let id = g.notify_waitsome(SEG, NotifyId(0), 1, LONG)?;
+                let v = g.notify_reset(SEG, id)?;
+                seg.read(dst as usize, &mut block[..n])?;
+                ensure!(
+                    checksum_value(&block[..n]) == v,
+                    "round {round}: the {size}-byte block from {peer:?} at offset {dst} is corrupted"
+                );
+            }
+        }
+        g.barrier(Group::ALL, LONG)?;
+        g.segment_delete(SEG)?;
+        Ok(())
+    };
+    exchange(&g, &mut rng, &mut block, rounds)?;
+    let after_pingpong = copied(&g);
+    // Windows of writes into rank 1 while it waits in the barrier; the
+    // checksums follow in a table, announced by the last write_notify.
+    let seg = g.segment_create(SEG, SIZE, Memory::Host, Group::ALL, LONG)?;
+    const BLOCKS: u64 = 8;
+    const BLOCK: u64 = 512 << 10;
+    let table = BLOCKS * BLOCK;
+    let mut windows = 0;
+    loop {
+        windows += 1;
+        if me == 0 {
+            let mut sums = Vec::new();
+            for b in 0..BLOCKS {
+                let n = (BLOCK - b * 1000) as usize;
+                rng.fill(&mut block[..n]);
+                sums.push(fnv64(&block[..n]));
+                seg.write(0, &block[..n])?;
+                g.write(SEG, 0, peer, SEG, b * BLOCK, n as u64, Queue(0))?;
+            }
+            seg.write(table as usize, &sums)?;
+            g.write_notify(
+                SEG,
+                table,
+                peer,
+                SEG,
+                table,
+                8 * BLOCKS,
+                NotifyId(1),
+                1,
+                Queue(0),
+            )?;
+            g.wait(Queue(0), LONG)?;
+        }
+        g.barrier(Group::ALL, LONG)?;
+        if me == 1 {
+            g.notify_waitsome(SEG, NotifyId(1), 1, LONG)?;
+            g.notify_reset(SEG, NotifyId(1))?;
+            let sums = seg.read_vec::<u64>(table as usize, BLOCKS as usize)?;
+            for (b, sum) in sums.iter().enumerate() {
+                let n = (BLOCK - b as u64 * 1000) as usize;
+                seg.read(b * BLOCK as usize, &mut block[..n])?;
+                ensure!(
+                    fnv64(&block[..n]) == *sum,
+                    "window {windows}: block {b} ({n} bytes) written during the barrier is corrupted"
+                );
+            }
+        }
+        // Until rank 1 helped in a barrier (on a busy machine its waiter
+        // may not get a core during a window), or for good after 50.
+        let unhelped = me == 1 && copied(&g) == after_pingpong;
+        let want = [u64::from(expect_help && unhelped && windows < 50)];
+        let mut more = [0u64];
+        g.allreduce(&want, &mut more, gaspi::ReduceOp::Max, Group::ALL, LONG)?;
+        if more[0] == 0 {
+            break;
+        }
+    }
+    g.segment_delete(SEG)?;
+    let after_barrier = copied(&g);
+    // A segment created again under the same id: helpers must use the new one.
+    exchange(&g, &mut rng, &mut block, rounds / 2)?;
+    let total = copied(&g);
+    if expect_help {
+        ensure!(
+            after_pingpong > 0,
+            "copied nothing for the peer during the ping-pong"
+        );
+        ensure!(
+            me == 0 || after_barrier > after_pingpong,
+            "copied nothing for the peer while waiting in a barrier ({windows} windows)"
+        );
+    } else {
+        ensure!(
+            total == 0,
+            "copied {total} bytes for the peer with assisted copies off"
+        );
+    }
+    say(
+        &g,
+        format!(
+            "ok assisted-copy: {rounds} + {} rounds, {windows} windows, {total} bytes copied for the peer",
+            rounds / 2
+        ),
+    );
     finish(g)
 }
 

@@ -91,3 +91,43 @@ fn a_notification_is_never_visible_before_its_payload_with_7_writers_to_one_targ
         1,
     );
 }
+
+/// Runs the assisted-copy scenario with `env`; both ranks must report ok.
+fn assisted_copy(env: &[(&str, &str)], args: &[&str]) {
+    let before = shm_files();
+    let mut job = Job::new(&rank_bin!(), 2)
+        .args(&["assisted-copy"])
+        .args(args);
+    for (k, v) in env {
+        job = job.env(k, v);
+    }
+    let out = job.run();
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("ok assisted-copy:"),
+        2,
+        "not every rank reported ok:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
+
+#[test]
+fn large_writes_copied_with_the_waiting_targets_help_arrive_intact() {
+    // A long spin keeps the waiters awake (helping) on a busy machine.
+    assisted_copy(
+        &[
+            ("GASPI_COPY_ASSIST_MIN", "65536"),
+            ("GASPI_SPIN_US", "20000"),
+        ],
+        &["--expect-help"],
+    );
+}
+
+#[test]
+fn with_assisted_copies_off_nobody_helps_and_large_writes_arrive_intact() {
+    assisted_copy(
+        &[("GASPI_COPY_ASSIST_MIN", "0"), ("GASPI_SPIN_US", "20000")],
+        &[],
+    );
+}

@@ -14,6 +14,7 @@
 //! transport will answer `gpu_view` with `data: None`, and the GPU path then
 //! stages through host memory, as it does for bound memory today.
 
+pub(crate) mod assisted_copy;
 pub(crate) mod cuda_ipc;
 pub(crate) mod shared_memory;
 
@@ -147,5 +148,10 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// runtime's calls take the stream or the owner's inbox instead.
     fn notifications_in_gpu_memory(&self) -> bool {
         false
+    }
+    /// [`SegmentDescriptor::instance`] of the segment, where the
+    /// transport keeps it (0: unknown).
+    fn instance(&self) -> u64 {
+        0
     }
 }

@@ -30,6 +30,8 @@ enum Data {
 #[derive(Debug)]
 struct SharedMemorySegment {
     size: u64,
+    /// The owner's [`SegmentDescriptor::instance`].
+    instance: u64,
     data: Data,
     notifications: NotificationArea,
     /// Which mapping holds the notification area, and where.
@@ -92,6 +94,7 @@ impl Transport for SharedMemoryTransport {
         };
         Ok(Box::new(SharedMemorySegment {
             size: desc.size,
+            instance: desc.instance,
             data,
             notifications,
             notifications_at: (index, desc.notifications_offset as usize),
@@ -108,6 +111,10 @@ impl RemoteSegment for SharedMemorySegment {
 
     fn notification_count(&self) -> u32 {
         self.notifications.count()
+    }
+
+    fn instance(&self) -> u64 {
+        self.instance
     }
 
     fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {

@@ -1,0 +1,670 @@
+//! Target-assisted copy: a large same-host write, copied by the writer and
+//! its target together.
+//!
+//! Why: a same-host `write` is one `memcpy` by the writer, and from about a
+//! megabyte on a single core's copy is the limit: Open MPI's shared-memory
+//! one-sided path runs the very same `rep movsb`, so 1 and 4 MiB were ties.
+//! Yet the target of a large write is usually *waiting* for it: spinning in
+//! `notify_waitsome`, or in a barrier, on a core of its own. Two threads
+//! copying halves of a 4 MiB buffer on the 2-core development VM reach
+//! 21 GB/s against 14.6 GB/s for one. So the writer posts the copy on a
+//! board in the target's memory, and a spinning waiter of the target takes
+//! chunks of it ([`gaspi_notify::SpinWork`]) while the writer takes the
+//! rest. The target maps the writer's segment already (segments are
+//! registered with it), so it can read the source itself.
+//!
+//! The board ([`CopyBoard`], 128 bytes in the target's system segment) has
+//! room for one copy at a time. Its protocol:
+//! - `job` (writers only): low half the writer's rank + 1 while a writer
+//!   holds the board, 0 when free; high half the ticket of the latest
+//!   claim. A writer claims with a compare-exchange that bumps the ticket;
+//!   a writer that finds the board held copies alone.
+//! - `cursor`: high half the ticket of the job it belongs to, low half the
+//!   next chunk to take, or [`CLOSED`]. Writer and helpers take a chunk with
+//!   a compare-exchange that requires the ticket they saw, so a helper that
+//!   read an old job never takes a chunk of a newer one.
+//! - `done`: chunks copied of the current job; the writer waits until every
+//!   chunk is counted, then closes the cursor, frees the board and only
+//!   then stores the notification. Every helper's copy happens before its
+//!   count (release), the count before the writer's load (acquire), that
+//!   before the notification's release store: a target that sees the
+//!   notification sees all the data, as for a plain write.
+//! - the job itself (source rank, segment and offset, destination segment
+//!   and offset, length, chunk size) sits on the second cache line. A
+//!   writer closes the cursor, fences, writes the job, then opens the
+//!   cursor (release). A helper reads the cursor (acquire), the job, fences
+//!   (acquire) and takes its chunk with a compare-exchange of the cursor it
+//!   first read: if it read any field of a newer job, the fences order that
+//!   job's closing of the cursor before the exchange, which then fails. (A
+//!   seqlock's argument.)
+//! - segments carry an instance number (`SegmentDescriptor::instance`): a
+//!   helper helps only when its mapping of the source and its own
+//!   destination are the very segments the writer names, not a segment
+//!   deleted and created again under the same id.
+//!
+//! Faults: a helper that took a chunk finishes it within microseconds
+//! (it waits for nothing), so the writer's wait for `done` is bounded by
+//! the helper's health: when the target dies, the writer's wait ends with
+//! an error naming it (the write was to a dead rank anyway). A writer that
+//! dies holding the board leaves it held: later large writes to that target
+//! are copied by their writers alone, as before this protocol existed;
+//! chunks it left open may still be copied by the target, into the range
+//! the dead writer was writing anyway, and no notification follows them.
+//!
+//! When: only where the host's ranks fit its cores (a spinning waiter then
+//! has a core to itself; see `Config::effective_copy_assist_min`), for
+//! writes from shared-memory segments of at least that many bytes.
+
+use crate::context::{Inner, SYSTEM_SEG};
+use crate::error::Result;
+use crate::ops::{fits, RemoteEnd};
+use crate::segment::LocalSegment;
+use crate::transport::HostDirect;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::{OnceLock, Weak};
+
+/// Bytes the board takes in the system segment.
+pub(crate) const BOARD_BYTES: usize = 128;
+
+/// Bytes per chunk: large enough that taking one (a compare-exchange on a
+/// line the other side also writes, ~100 ns) is lost in its copy (~4 us),
+/// small enough that writer and helper finish within a chunk of each other.
+pub(crate) const CHUNK: u64 = 64 << 10;
+
+/// The low half of a cursor that no chunk can be taken from.
+pub(crate) const CLOSED: u32 = u32::MAX;
+
+/// One copy, as the writer posts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CopyJob {
+    /// The writer.
+    pub src_rank: u32,
+    /// The writer's segment holding the source.
+    pub src_seg: u8,
+    /// [`crate::segment::SegmentDescriptor::instance`] of that segment.
+    pub src_instance: u64,
+    /// First source byte within the segment's data.
+    pub src_offset: u64,
+    /// The target's segment receiving the data.
+    pub dst_seg: u8,
+    /// Its instance.
+    pub dst_instance: u64,
+    /// First destination byte within its data.
+    pub dst_offset: u64,
+    /// Bytes to copy.
+    pub len: u64,
+    /// Bytes per chunk (the last may be shorter).
+    pub chunk: u64,
+}
+
+impl CopyJob {
+    /// Number of chunks. (Writers post jobs of at most `u32::MAX - 1`
+    /// chunks; a helper may compute nonsense from a half-written job, but
+    /// then its `take` fails.)
+    pub fn chunks(&self) -> u32 {
+        self.len.div_ceil(self.chunk.max(1)).min(CLOSED as u64 - 1) as u32
+    }
+
+    /// Offset (from the start of the copy) and length of chunk `k`.
+    pub fn chunk_range(&self, k: u32) -> (u64, u64) {
+        let chunk = self.chunk.max(1);
+        let at = k as u64 * chunk;
+        (at, chunk.min(self.len.saturating_sub(at)))
+    }
+}
+
+/// The copy board in the target's memory (see the module documentation).
+///
+/// Lives in memory shared between processes and is only ever accessed
+/// through atomics; the all-zero bytes of a fresh memfd are a free board.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub(crate) struct CopyBoard {
+    job: AtomicU64,
+    cursor: AtomicU64,
+    done: AtomicU64,
+    _line: [u64; 5],
+    src: AtomicU64,
+    src_instance: AtomicU64,
+    src_offset: AtomicU64,
+    dst: AtomicU64,
+    dst_instance: AtomicU64,
+    dst_offset: AtomicU64,
+    len: AtomicU64,
+    chunk: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<CopyBoard>() == BOARD_BYTES);
+
+fn ticket(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+fn low(word: u64) -> u32 {
+    word as u32
+}
+
+fn pack(ticket: u32, low: u32) -> u64 {
+    (ticket as u64) << 32 | low as u64
+}
+
+impl CopyBoard {
+    /// Views the board at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be 64-byte aligned and valid for reads and writes of
+    /// [`BOARD_BYTES`] bytes for `'a`, and every other access to those bytes
+    /// (by any process) must go through a `CopyBoard`.
+    pub unsafe fn at<'a>(ptr: *mut u8) -> &'a CopyBoard {
+        debug_assert_eq!(ptr as usize % 64, 0);
+        // SAFETY: the caller's contract; CopyBoard is plain atomics, valid
+        // for any bit pattern.
+        unsafe { &*(ptr as *const CopyBoard) }
+    }
+
+    /// Claims the board for `job` and opens it to helpers; `None` when
+    /// another writer holds it (copy alone then).
+    pub fn post(&self, writer: u32, job: &CopyJob) -> Option<Posted<'_>> {
+        let held = self.job.load(Ordering::Relaxed);
+        if low(held) != 0 {
+            return None;
+        }
+        let t = ticket(held).wrapping_add(1).max(1);
+        self.job
+            .compare_exchange(
+                held,
+                pack(t, writer + 1),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .ok()?;
+        // Close first: a helper still holding the previous job's cursor
+        // fails its exchange from here on (see the module documentation).
+        self.cursor.store(pack(t, CLOSED), Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.src.store(
+            (job.src_rank as u64) << 32 | job.src_seg as u64,
+            Ordering::Relaxed,
+        );
+        self.src_instance.store(job.src_instance, Ordering::Relaxed);
+        self.src_offset.store(job.src_offset, Ordering::Relaxed);
+        self.dst.store(job.dst_seg as u64, Ordering::Relaxed);
+        self.dst_instance.store(job.dst_instance, Ordering::Relaxed);
+        self.dst_offset.store(job.dst_offset, Ordering::Relaxed);
+        self.len.store(job.len, Ordering::Relaxed);
+        self.chunk.store(job.chunk, Ordering::Relaxed);
+        self.cursor.store(pack(t, 0), Ordering::Release);
+        Some(Posted {
+            board: self,
+            open: Open {
+                cursor: pack(t, 0),
+                job: *job,
+            },
+        })
+    }
+
+    /// The open job, if there is one with chunks left (for helpers).
+    pub fn open_job(&self) -> Option<Open> {
+        let cursor = self.cursor.load(Ordering::Acquire);
+        if ticket(cursor) == 0 || low(cursor) == CLOSED {
+            return None;
+        }
+        let src = self.src.load(Ordering::Relaxed);
+        let job = CopyJob {
+            src_rank: (src >> 32) as u32,
+            src_seg: src as u8,
+            src_instance: self.src_instance.load(Ordering::Relaxed),
+            src_offset: self.src_offset.load(Ordering::Relaxed),
+            dst_seg: self.dst.load(Ordering::Relaxed) as u8,
+            dst_instance: self.dst_instance.load(Ordering::Relaxed),
+            dst_offset: self.dst_offset.load(Ordering::Relaxed),
+            len: self.len.load(Ordering::Relaxed),
+            chunk: self.chunk.load(Ordering::Relaxed),
+        };
+        // Pairs with the writer's fence in `post`: a field of a newer job
+        // read above makes `take` fail (see the module documentation).
+        fence(Ordering::Acquire);
+        (low(cursor) < job.chunks()).then_some(Open { cursor, job })
+    }
+
+    /// Takes the next chunk of the job `open` was read from; `None` when
+    /// that job has none left or is gone.
+    pub fn take(&self, open: &Open) -> Option<u32> {
+        let t = ticket(open.cursor);
+        let mut c = self.cursor.load(Ordering::Relaxed);
+        loop {
+            if ticket(c) != t || low(c) >= open.job.chunks() {
+                return None;
+            }
+            match self
+                .cursor
+                .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(low(c)),
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Counts a chunk taken with [`Self::take`] as copied.
+    pub fn copied(&self) {
+        self.done.fetch_add(1, Ordering::Release);
+    }
+
+    /// The rank (not + 1) of the writer holding the board, if one does.
+    #[cfg(test)]
+    fn holder(&self) -> Option<u32> {
+        low(self.job.load(Ordering::Relaxed)).checked_sub(1)
+    }
+}
+
+/// A job as a helper (or its writer) read it from the board.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Open {
+    cursor: u64,
+    /// The job.
+    pub job: CopyJob,
+}
+
+impl Open {
+    /// The ticket of the job, for remembering jobs a helper cannot help with.
+    pub fn ticket(&self) -> u32 {
+        ticket(self.cursor)
+    }
+}
+
+/// A job this writer posted and must finish.
+#[derive(Debug)]
+#[must_use = "a posted job must be finished, or the board stays held"]
+pub(crate) struct Posted<'a> {
+    board: &'a CopyBoard,
+    open: Open,
+}
+
+impl Posted<'_> {
+    /// Takes the next chunk, as a helper does.
+    pub fn take(&self) -> Option<u32> {
+        self.board.take(&self.open)
+    }
+
+    /// Counts a chunk this writer copied.
+    pub fn copied(&self) {
+        self.board.copied()
+    }
+
+    /// Copies every chunk nobody else takes with `copy(offset, len)`, waits
+    /// for the helpers' chunks, and frees the board. While it waits it
+    /// calls `alive` now and then; its error ends the wait and is returned
+    /// (the board then stays held: the target is gone).
+    pub fn finish<E>(
+        self,
+        mut copy: impl FnMut(u64, u64),
+        mut alive: impl FnMut() -> Result<(), E>,
+    ) -> Result<(), E> {
+        while let Some(k) = self.take() {
+            let (at, len) = self.open.job.chunk_range(k);
+            copy(at, len);
+            self.copied();
+        }
+        let chunks = self.open.job.chunks() as u64;
+        let mut spins = 0u32;
+        while self.board.done.load(Ordering::Acquire) < chunks {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                alive()?;
+                // A helper holding a chunk may have lost its core (to us,
+                // on a busy host): let it run.
+                if spins >= 4096 {
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+        }
+        self.board
+            .cursor
+            .store(pack(self.open.ticket(), CLOSED), Ordering::Relaxed);
+        self.board
+            .job
+            .store(pack(self.open.ticket(), 0), Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Copies the chunks of `open` that this helper can take, with
+/// `copy(offset, len)`; returns how many it copied.
+pub(crate) fn help(board: &CopyBoard, open: &Open, mut copy: impl FnMut(u64, u64)) -> u32 {
+    let mut n = 0;
+    while let Some(k) = board.take(open) {
+        let (at, len) = open.job.chunk_range(k);
+        copy(at, len);
+        board.copied();
+        n += 1;
+    }
+    n
+}
+
+/// Offset of the copy board in the system segment's data: after the
+/// allreduce slots (a multiple of their 2 KiB, so 64-byte aligned).
+pub(crate) fn board_offset(group_max: u32, size: u32) -> usize {
+    crate::context::system_data_size(group_max, size)
+}
+
+/// The spin work of this rank's waiters: helping with the copy posted on
+/// its board (installed on every local notification area).
+#[derive(Debug, Default)]
+pub(crate) struct CopyHelper {
+    /// The runtime, set once it exists (the system segment's area gets
+    /// the helper before). Weak: areas live inside the runtime's tables.
+    inner: OnceLock<Weak<Inner>>,
+    /// Ticket of the last job this rank could not help with (its source
+    /// is not mapped here, say), so it is not looked up again and again.
+    refused: AtomicU32,
+}
+
+impl CopyHelper {
+    /// Points the helper at the runtime it serves.
+    pub fn bind(&self, inner: Weak<Inner>) {
+        let _ = self.inner.set(inner);
+    }
+}
+
+impl gaspi_notify::SpinWork for CopyHelper {
+    fn run(&self) -> bool {
+        match self.inner.get().and_then(Weak::upgrade) {
+            Some(inner) => inner.help_copy(&self.refused),
+            None => false,
+        }
+    }
+}
+
+impl Inner {
+    /// This rank's own copy board.
+    fn own_board(&self) -> &CopyBoard {
+        let at = board_offset(self.config.group_max, self.size);
+        // SAFETY: the system segment's data is allocated with BOARD_BYTES
+        // after board_offset (context.rs), page-aligned plus a multiple of
+        // 64, and lives as long as `self`; peers touch it only through
+        // CopyBoard.
+        unsafe { CopyBoard::at(self.system.data().add(at)) }
+    }
+
+    /// Copies chunks of the job posted on this rank's board, if there is
+    /// one that this rank can help with; returns whether it copied any.
+    pub(crate) fn help_copy(&self, refused: &AtomicU32) -> bool {
+        let board = self.own_board();
+        let Some(open) = board.open_job() else {
+            return false;
+        };
+        if open.ticket() == refused.load(Ordering::Relaxed) {
+            return false;
+        }
+        let job = open.job;
+        let tables = self.tables.load();
+        // The writer's segment as mapped here, and our own destination:
+        // the very segments the writer names, and the ranges inside them.
+        let src = tables
+            .remote
+            .get(job.src_rank as usize)
+            .and_then(|t| t.get(job.src_seg as usize))
+            .and_then(Option::as_ref)
+            .filter(|r| r.segment().instance() == job.src_instance)
+            .filter(|r| fits(job.src_offset, job.len, r.size))
+            .and_then(|r| r.host());
+        let dst = tables
+            .local
+            .get(job.dst_seg as usize)
+            .and_then(Option::as_ref)
+            .filter(|l| l.descriptor.instance == job.dst_instance && !l.is_gpu())
+            .filter(|l| fits(job.dst_offset, job.len, l.size as u64));
+        let (Some(src), Some(dst)) = (src, dst) else {
+            refused.store(open.ticket(), Ordering::Relaxed);
+            return false;
+        };
+        // SAFETY: both ranges lie inside their segments (checked just
+        // above), which the table snapshot keeps mapped; they are distinct
+        // memfds, so they do not overlap. If the job changed since it was
+        // read, `help` takes no chunk and copies nothing.
+        let (from, to) = unsafe {
+            (
+                src.data.add(job.src_offset as usize) as *const u8,
+                dst.data().add(job.dst_offset as usize),
+            )
+        };
+        let mut bytes = 0;
+        let chunks = help(board, &open, |at, len| {
+            // SAFETY: at + len <= job.len (chunk_range), within both ranges.
+            unsafe { std::ptr::copy(from.add(at as usize), to.add(at as usize), len as usize) };
+            bytes += len;
+        });
+        if chunks == 0 {
+            return false;
+        }
+        self.stats.copied_for_peers(bytes);
+        tracing::trace!(writer = job.src_rank, chunks, bytes, "helped copy");
+        true
+    }
+
+    /// A put into a same-host host segment, copied with the target's help
+    /// when it can be (see the module documentation); `None` when not: the
+    /// caller then copies alone.
+    pub(crate) fn put_assisted(
+        &self,
+        local: &LocalSegment,
+        local_offset: u64,
+        to: RemoteEnd<'_>,
+        direct: HostDirect<'_>,
+        size: u64,
+        notify: Option<(u32, u32)>,
+    ) -> Option<Result<()>> {
+        if to.rank == self.rank || !local.is_shared_memory() || !local.known_by(to.rank) {
+            return None;
+        }
+        let tables = self.tables.load();
+        let system = tables
+            .remote
+            .get(to.rank.0 as usize)?
+            .get(SYSTEM_SEG)?
+            .as_ref()?
+            .host()?;
+        // SAFETY: the peer's system segment has its board at board_offset
+        // (same layout on every rank: group_max and size are the job's),
+        // mapped here as long as the snapshot `tables` holds the entry.
+        let board = unsafe {
+            CopyBoard::at(
+                system
+                    .data
+                    .add(board_offset(self.config.group_max, self.size)),
+            )
+        };
+        let job = CopyJob {
+            src_rank: self.rank.0,
+            src_seg: local.id.0,
+            src_instance: local.descriptor.instance,
+            src_offset: local_offset,
+            dst_seg: to.seg.0,
+            dst_instance: to.segment.instance(),
+            dst_offset: to.offset,
+            len: size,
+            chunk: CHUNK,
+        };
+        let posted = board.post(self.rank.0, &job)?;
+        // SAFETY: the caller checked both ranges against their segments,
+        // which its table snapshot keeps mapped; distinct memfds.
+        let (from, dst) = unsafe {
+            (
+                local.data().add(local_offset as usize) as *const u8,
+                direct.data.add(to.offset as usize),
+            )
+        };
+        let finished = posted.finish(
+            // SAFETY: at + len <= size, within both checked ranges.
+            |at, len| unsafe {
+                std::ptr::copy(from.add(at as usize), dst.add(at as usize), len as usize)
+            },
+            || self.peer_ok(to.rank),
+        );
+        Some(finished.and_then(|()| {
+            match notify {
+                Some((id, value)) => direct
+                    .notifications
+                    .set(id, value)
+                    .map_err(crate::ops::notify_error),
+                None => Ok(()),
+            }
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn job(len: u64, chunk: u64) -> CopyJob {
+        CopyJob {
+            src_rank: 1,
+            src_seg: 3,
+            src_instance: 11,
+            src_offset: 8,
+            dst_seg: 4,
+            dst_instance: 12,
+            dst_offset: 16,
+            len,
+            chunk,
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_copy_exactly_once() {
+        for (len, chunk) in [(1, 64), (64, 64), (65, 64), (1 << 20, 64 << 10), (100, 7)] {
+            let j = job(len, chunk);
+            let mut next = 0;
+            for k in 0..j.chunks() {
+                let (at, n) = j.chunk_range(k);
+                assert_eq!(at, next, "{len}/{chunk} chunk {k}");
+                assert!(n > 0 && n <= chunk);
+                next = at + n;
+            }
+            assert_eq!(next, len, "{len}/{chunk}");
+        }
+    }
+
+    #[test]
+    fn a_fresh_board_is_free_and_has_no_open_job() {
+        let b = CopyBoard::default();
+        assert!(b.open_job().is_none());
+        assert_eq!(b.holder(), None);
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_the_board_is_free_again_after_finish() {
+        let b = CopyBoard::default();
+        let j = job(10 * 64, 64);
+        let p = b.post(5, &j).expect("free board");
+        assert_eq!(b.holder(), Some(5));
+        assert!(b.post(6, &j).is_none(), "second writer got a held board");
+        let open = b.open_job().expect("open job");
+        assert_eq!(open.job, j);
+        // A helper takes two chunks, the writer the rest.
+        assert_eq!(b.take(&open), Some(0));
+        assert_eq!(b.take(&open), Some(1));
+        b.copied();
+        b.copied();
+        let mut mine = Vec::new();
+        p.finish(|at, _| mine.push(at), || Ok::<(), ()>(()))
+            .unwrap();
+        assert_eq!(mine, (2..10).map(|k| k * 64).collect::<Vec<_>>());
+        assert_eq!(b.holder(), None);
+        assert!(b.open_job().is_none(), "closed job still open");
+        assert_eq!(b.take(&open), None, "took a chunk of a finished job");
+        // The next job gets a new ticket; the old view takes nothing of it.
+        let p2 = b.post(6, &j).expect("free again");
+        assert_eq!(b.take(&open), None, "old view took a chunk of a new job");
+        let open2 = b.open_job().unwrap();
+        assert_ne!(open2.ticket(), open.ticket());
+        p2.finish(|_, _| {}, || Ok::<(), ()>(())).unwrap();
+    }
+
+    #[test]
+    fn the_writer_waits_for_a_helper_chunk_and_stops_when_the_target_dies() {
+        let b = CopyBoard::default();
+        let p = b.post(0, &job(4 * 64, 64)).unwrap();
+        let open = b.open_job().unwrap();
+        // The helper takes a chunk and never counts it: it died.
+        assert_eq!(b.take(&open), Some(0));
+        let mut checks = 0;
+        let r = p.finish(
+            |_, _| {},
+            || {
+                checks += 1;
+                if checks < 10 {
+                    Ok(())
+                } else {
+                    Err("rank 1 is dead")
+                }
+            },
+        );
+        assert_eq!(r, Err("rank 1 is dead"));
+        assert_eq!(checks, 10);
+        // The board stays held: later writers copy alone.
+        assert!(b.post(2, &job(64, 64)).is_none());
+    }
+
+    /// A writer copies many jobs with helpers on other threads: every byte
+    /// arrives, no chunk is copied twice or into the wrong job, and each
+    /// job is complete when its writer finishes.
+    #[test]
+    fn writer_and_helpers_copy_every_job_completely() {
+        const LEN: usize = 37 * 1000 + 5;
+        let board = Arc::new(CopyBoard::default());
+        let dst = Arc::new((0..LEN).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+        let stop = Arc::new(AtomicBool::new(false));
+        let helpers: Vec<_> = (0..2)
+            .map(|_| {
+                let (board, dst, stop) = (board.clone(), dst.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut helped = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Some(open) = board.open_job() {
+                            // The "source" of job i is the value i + 1.
+                            let value = open.job.src_offset;
+                            helped += help(&board, &open, |at, len| {
+                                for i in at..at + len {
+                                    let old = dst[i as usize].swap(value, Ordering::Relaxed);
+                                    assert_eq!(old, value - 1, "byte {i} copied twice");
+                                }
+                            });
+                        }
+                        std::hint::spin_loop();
+                    }
+                    helped
+                })
+            })
+            .collect();
+        for round in 1..=300u64 {
+            let mut j = job(LEN as u64, 1000 + round % 7 * 100);
+            j.src_offset = round;
+            let posted = board.post(0, &j).expect("only writer");
+            posted
+                .finish(
+                    |at, len| {
+                        for i in at..at + len {
+                            let old = dst[i as usize].swap(round, Ordering::Relaxed);
+                            assert_eq!(old, round - 1, "byte {i} copied twice");
+                        }
+                    },
+                    || Ok::<(), ()>(()),
+                )
+                .unwrap();
+            for (i, d) in dst.iter().enumerate() {
+                assert_eq!(d.load(Ordering::Relaxed), round, "byte {i} of job {round}");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let helped: u32 = helpers.into_iter().map(|h| h.join().unwrap()).sum();
+        println!("helpers copied {helped} chunks");
+        assert!(helped > 0, "the helpers never took a chunk");
+    }
+}
