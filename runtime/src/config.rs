@@ -16,7 +16,7 @@ pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 
 /// Smallest same-host write that a waiting target helps copy, by default
 /// (see [`Config::copy_assist_min`]).
-pub const DEFAULT_COPY_ASSIST_MIN: u64 = 256 << 10;
+pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
 
 /// Limits and settings of a job.
 ///
