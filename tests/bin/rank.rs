@@ -105,6 +105,13 @@ enum Cmd {
         #[arg(long)]
         expect_help: bool,
     },
+    /// Rank 0 streams 4 MiB write_notify into rank 1, which waits for
+    /// them (and so helps copy them) until a thread of its own kills it
+    /// with SIGKILL at a random moment. Rank 0's writes must end with an
+    /// error naming rank 1 well within 20 s, not hang on a chunk the dead
+    /// rank held. Run under `gaspi-run --keep-going` with
+    /// `GASPI_COPY_ASSIST_MIN` set.
+    AssistedCopyVictim,
     /// Every rank but 0 writes large and small payloads to rank 0, each
     /// carrying its sequence number throughout, announced by write_notify or
     /// by a notify after the writes on the same queue; rank 0 verifies the
@@ -234,6 +241,7 @@ fn main() {
             rounds,
             expect_help,
         } => assisted_copy(rounds, expect_help),
+        Cmd::AssistedCopyVictim => assisted_copy_victim(),
         Cmd::Ordering { iters, large } => ordering(iters, large),
         Cmd::BadInputs => bad_inputs(),
         Cmd::DeletedSegment { iters } => deleted_segment(iters),
@@ -749,6 +757,58 @@ fn assisted_copy(rounds: u32, expect_help: bool) -> Res {
         ),
     );
     finish(g)
+}
+
+/// See `Cmd::AssistedCopyVictim`.
+fn assisted_copy_victim() -> Res {
+    const BLOCK: u64 = 4 << 20;
+    let g = init(Config::from_env())?;
+    ensure!(g.size() == 2, "assisted-copy-victim runs on 2 ranks");
+    let victim = Rank(1);
+    let seg = g.segment_create(SEG, BLOCK, Memory::Host, Group::ALL, LONG)?;
+    g.barrier(Group::ALL, LONG)?;
+    if g.rank() == victim {
+        let after = Duration::from_millis(rand::rng().random_range(30..300));
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            // SAFETY: raise(2) has no memory-safety requirements.
+            unsafe { libc::raise(libc::SIGKILL) };
+        });
+        loop {
+            let id = g.notify_waitsome(SEG, NotifyId(0), 1, LONG)?;
+            g.notify_reset(SEG, id)?;
+        }
+    }
+    seg.write(0, &vec![7u8; BLOCK as usize])?;
+    let start = Instant::now();
+    let mut sent = 0u32;
+    let err = loop {
+        let r = g
+            .write_notify(SEG, 0, victim, SEG, 0, BLOCK, NotifyId(0), 1, Queue(0))
+            .and_then(|()| g.wait(Queue(0), Timeout::Ms(20_000)));
+        match r {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "still writing to {victim:?} after 20 s ({sent} blocks)"
+        );
+    };
+    ensure!(
+        matches!(err, Error::PeerDead { rank } if rank == victim),
+        "writing to the dead {victim:?} ended with {err:?}"
+    );
+    ensure!(sent > 0, "no block reached {victim:?} before it died");
+    say(
+        &g,
+        format!(
+            "ok writer: {sent} blocks of 4 MiB, then {err} after {:?}",
+            start.elapsed()
+        ),
+    );
+    g.term()?;
+    Ok(())
 }
 
 // ----- 3. ordering under stress -----

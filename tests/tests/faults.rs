@@ -88,3 +88,18 @@ fn waiting_on_a_queue_whose_requests_completed_succeeds_after_the_target_termina
         out.dump()
     );
 }
+
+#[test]
+fn a_writer_whose_target_dies_while_helping_copy_gets_an_error_naming_it_not_a_hang() {
+    let before = shm_files();
+    let out = Job::new(&rank_bin!(), 2)
+        .launcher_args(&["--keep-going"])
+        .args(&["assisted-copy-victim"])
+        .env("GASPI_COPY_ASSIST_MIN", "65536")
+        .env("GASPI_SPIN_US", "20000")
+        .run();
+    out.assert_code(KILLED);
+    assert_eq!(out.stdout_lines_with("ok writer:"), 1, "{}", out.dump());
+    assert!(!out.stderr.contains("FAILED"), "{}", out.dump());
+    out.assert_nothing_left(&before);
+}
