@@ -113,6 +113,9 @@ impl Inner {
     ///   work in flight that the owner's copy must not overtake;
     /// - either end in GPU memory, or GPU work in flight on the queue
     ///   (which a CPU copy or store must not overtake): the queue's stream;
+    /// - host memory at both ends, mapped here: a copy (checked first, it
+    ///   is the common case), shared with the target when it is large and
+    ///   the target waits for it (`transport/assisted_copy.rs`);
     /// - else a copy through the transport.
     pub(crate) fn put_routed(
         &self,

@@ -8,7 +8,8 @@
 //! above the transports, in the runtime's calls.
 //!
 //! Today: [`shared_memory`] for ranks on the same host, which reaches a
-//! peer's GPU segments through [`cuda_ipc`]. Both also hand out a
+//! peer's GPU segments through [`cuda_ipc`] and copies large writes with
+//! the help of a waiting target through [`assisted_copy`]. Both also hand out a
 //! [`GpuView`]: the unified addresses a GPU copy or a kernel uses, the seam
 //! through which the GPU path (`crate::gpu`) reaches any target. A network
 //! transport will answer `gpu_view` with `data: None`, and the GPU path then

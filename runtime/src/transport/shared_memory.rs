@@ -4,7 +4,9 @@
 //! memory the peer bound with `segment_bind`), complete when it returns. A
 //! `notify` is a release store into the mapped notification word, so it is
 //! visible only after the data: the target's acquire load in `waitsome`
-//! pairs with it. The target takes no part in either.
+//! pairs with it. The target takes no part in either, except that a
+//! target which is waiting anyway may take chunks of a large copy
+//! (`assisted_copy.rs`, decision 0014).
 
 use super::{GpuView, HostDirect, RemoteSegment, Transport};
 use crate::error::{Error, Result};
