@@ -283,30 +283,17 @@ pub(crate) struct Posted<'a> {
 }
 
 impl Posted<'_> {
-    /// Takes the next chunk, as a helper does.
-    pub fn take(&self) -> Option<u32> {
-        self.board.take(&self.open)
-    }
-
-    /// Counts a chunk this writer copied.
-    pub fn copied(&self) {
-        self.board.copied()
-    }
-
-    /// Copies every chunk nobody else takes with `copy(offset, len)`, waits
+    /// Copies every chunk nobody else takes with `copy(offset, len)` (as a
+    /// helper does, through [`help`]), waits
     /// for the helpers' chunks, and frees the board. While it waits it
     /// calls `alive` now and then; its error ends the wait and is returned
     /// (the board then stays held: the target is gone).
     pub fn finish<E>(
         self,
-        mut copy: impl FnMut(u64, u64),
+        copy: impl FnMut(u64, u64),
         mut alive: impl FnMut() -> Result<(), E>,
     ) -> Result<(), E> {
-        while let Some(k) = self.take() {
-            let (at, len) = self.open.job.chunk_range(k);
-            copy(at, len);
-            self.copied();
-        }
+        help(self.board, &self.open, copy);
         let chunks = self.open.job.chunks() as u64;
         let mut spins = 0u32;
         while self.board.done.load(Ordering::Acquire) < chunks {
