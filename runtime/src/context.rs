@@ -2,6 +2,7 @@
 
 use crate::bootstrap::{self, Endpoint};
 use crate::config::Config;
+use crate::control::{ControlOut, Offered, Urgency};
 use crate::error::{Error, Result};
 use crate::groups::GroupTable;
 use crate::progress::ProgressEngine;
@@ -14,9 +15,7 @@ use crate::types::{Rank, RankState, SegId};
 use crate::wire::Message;
 use gaspi_segments::HostId;
 use std::collections::HashMap;
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -30,8 +29,12 @@ pub(crate) const SYSTEM_SEG: usize = 255;
 pub(crate) struct Peer {
     pub endpoint: Endpoint,
     state: AtomicU8,
+    /// Order in which this rank was found gone, among all (`u64::MAX`:
+    /// healthy). Set right after `state`: a reader may see the state first
+    /// and a stale `u64::MAX` for a moment, which only ranks it last.
+    failed_seq: AtomicU64,
     /// Control connection (writing side); `None` for this rank.
-    control: Option<Mutex<TcpStream>>,
+    pub(crate) control: Option<ControlOut>,
     /// How its segments are reached; `None` when no transport does.
     pub transport: Option<Arc<dyn Transport>>,
 }
@@ -58,6 +61,8 @@ pub(crate) struct Inner {
     pub groups: GroupTable,
     pub replies: Replies,
     tokens: AtomicU64,
+    /// Ranks found gone so far (orders `Peer::failed_seq`).
+    failures: AtomicU64,
     /// Calls, bytes and waiting time (see `stats.rs`).
     pub stats: crate::stats::Stats,
     /// Passive messages received, not yet taken (see `passive.rs`).
@@ -75,6 +80,10 @@ pub(crate) struct Inner {
     /// posted to it (`transport/assisted_copy.rs`); `None` when off.
     pub copy_helper: Option<Arc<CopyHelper>>,
 }
+
+/// How long `term` waits for its goodbyes to reach peers that do not
+/// read (stopped ones); past it the rank leaves anyway.
+const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
 
 const HEALTHY: u8 = 0;
 const TERMINATED: u8 = 1;
@@ -128,6 +137,24 @@ impl Inner {
         }
     }
 
+    /// Why a collective of `members` that now waits for `needed` cannot
+    /// complete, if it cannot: a member known dead (named, whichever member
+    /// it is: every survivor learns of a death on its own connection, so
+    /// every member fails at once, naming the same rank), else a needed
+    /// rank that is gone (dead or terminated). Members that terminated in
+    /// order are no failure unless needed: they may have left a collective
+    /// they had completed. The one rule every collective applies.
+    /// When several members are dead, the one found dead first is named:
+    /// later deaths may be consequences of it (ranks that gave up).
+    pub fn collective_failure(&self, members: &[Rank], needed: &[Rank]) -> Option<Error> {
+        members
+            .iter()
+            .filter(|&&r| self.state_of(r) == RankState::Corrupt)
+            .min_by_key(|&&r| self.peers[r.0 as usize].failed_seq.load(Ordering::Acquire))
+            .map(|&rank| Error::PeerDead { rank })
+            .or_else(|| needed.iter().find_map(|&r| self.peer_ok(r).err()))
+    }
+
     /// The error-state vector entry of `rank`.
     pub fn state_of(&self, rank: Rank) -> RankState {
         match self.peers[rank.0 as usize].state.load(Ordering::Acquire) {
@@ -149,6 +176,10 @@ impl Inner {
             .compare_exchange(HEALTHY, v, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if changed {
+            let seq = self.failures.fetch_add(1, Ordering::AcqRel);
+            self.peers[rank.0 as usize]
+                .failed_seq
+                .store(seq, Ordering::Release);
             match state {
                 RankState::Corrupt => tracing::warn!(
                     rank = rank.0,
@@ -188,22 +219,69 @@ impl Inner {
         Ok(())
     }
 
-    /// Sends `msg` on the control connection to `rank`.
+    /// Sends `msg` to `rank` at once, however full its outbox is: for the
+    /// progress engine's replies and for clean-up that must not wait
+    /// (`control.rs`).
     pub fn send(&self, rank: Rank, msg: &Message) -> Result<()> {
+        self.send_by(rank, msg, Urgency::Now, "send")
+    }
+
+    /// Sends `msg` on the control connection to `rank`: the whole frame or,
+    /// when the peer has not read what it was sent and `urgency` allows no
+    /// more waiting, nothing and [`Error::Timeout`] naming `op`.
+    pub fn send_by(
+        &self,
+        rank: Rank,
+        msg: &Message,
+        urgency: Urgency,
+        op: &'static str,
+    ) -> Result<()> {
         self.peer_ok(rank)?;
         let control = self.peers[rank.0 as usize]
             .control
             .as_ref()
             .ok_or_else(|| Error::Protocol(format!("no control connection to {rank}")))?;
         let frame = crate::wire::encode(msg)?;
-        let mut stream = control.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = write_all_nonblocking(&mut stream, &frame) {
-            tracing::debug!("sending to {rank}: {e}");
-            drop(stream);
-            self.mark(rank, RankState::Corrupt);
-            return Err(Error::PeerDead { rank });
+        let deadline = match urgency {
+            Urgency::Now => None,
+            Urgency::Within(d) => d,
+        };
+        loop {
+            match control.offer(&frame, urgency == Urgency::Now) {
+                Ok(Offered::Sent | Offered::Queued) => return Ok(()),
+                Ok(Offered::Full) => {}
+                Err(e) => {
+                    // The connection is closed: the progress engine reads
+                    // it too and decides between "ended in order" and
+                    // "dead" (it saw a goodbye or not); until it has, the
+                    // rank is reported dead without being marked.
+                    tracing::debug!("sending to {rank}: {e}");
+                    self.peer_ok(rank)?;
+                    return Err(Error::PeerDead { rank });
+                }
+            }
+            self.peer_ok(rank)?;
+            let nap = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(50)),
+                    _ => return Err(Error::Timeout { op }),
+                },
+                None => Duration::from_millis(50),
+            };
+            control.wait_room(nap);
         }
-        Ok(())
+    }
+
+    /// Waits up to `bound` for every control connection to hand its queued
+    /// frames to the kernel (termination: a goodbye must not be lost).
+    fn flush_all(&self, bound: Duration) {
+        let end = Instant::now() + bound;
+        for p in &self.peers {
+            let Some(c) = &p.control else { continue };
+            while matches!(c.flush(), Ok(n) if n > 0) && Instant::now() < end {
+                c.wait_room(Duration::from_millis(10));
+            }
+        }
     }
 
     /// Sends a request built around a fresh token and waits for its reply.
@@ -231,7 +309,7 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(token, None);
-        let sent = self.send(rank, &make(token));
+        let sent = self.send_by(rank, &make(token), Urgency::Within(deadline), op);
         let result = sent.and_then(|_| self.await_reply(rank, token, deadline, op));
         self.replies
             .done
@@ -312,33 +390,6 @@ impl Inner {
             .as_ref()
             .map_or("none", |t| t.name())
     }
-}
-
-/// Writes all of `buf` to a socket that may be non-blocking (the progress
-/// engine reads the same socket in non-blocking mode).
-fn write_all_nonblocking(stream: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !buf.is_empty() {
-        match stream.write(buf) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    return Err(std::io::ErrorKind::TimedOut.into());
-                }
-                let mut pfd = libc::pollfd {
-                    fd: stream.as_raw_fd(),
-                    events: libc::POLLOUT,
-                    revents: 0,
-                };
-                // SAFETY: pfd is a valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// A rank's handle on the job: every GASPI call is a method of it.
@@ -430,13 +481,14 @@ impl Gaspi {
                         .try_clone()
                         .map_err(|e| Error::io("cloning a control socket", e))?;
                     readers.push((Rank(ep.rank), reader));
-                    Some(Mutex::new(c))
+                    Some(ControlOut::new(c)?)
                 }
                 None => None,
             };
             peers.push(Peer {
                 endpoint: ep,
                 state: AtomicU8::new(HEALTHY),
+                failed_seq: AtomicU64::new(u64::MAX),
                 control,
                 transport,
             });
@@ -462,6 +514,7 @@ impl Gaspi {
             system,
             replies: Replies::default(),
             tokens: AtomicU64::new(1),
+            failures: AtomicU64::new(0),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
             gpu_home: Default::default(),
@@ -513,6 +566,8 @@ impl Gaspi {
                 let _ = self.inner.send(Rank(r), &Message::Goodbye);
             }
         }
+        // A peer that reads nothing (stopped) cannot hold the exit longer.
+        self.inner.flush_all(GOODBYE_FLUSH);
         engine.stop();
     }
 

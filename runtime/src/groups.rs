@@ -250,6 +250,8 @@ impl Gaspi {
         })?;
         if send {
             for &m in members.iter().filter(|&&m| m != me) {
+                // Small and sent once per commit (a resumed call does not
+                // send again), so it never waits for room: `control.rs`.
                 inner.send(
                     m,
                     &crate::wire::Message::GroupCommit {

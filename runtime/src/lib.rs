@@ -39,6 +39,7 @@ pub mod bootstrap;
 mod collectives;
 mod config;
 mod context;
+mod control;
 mod error;
 pub mod gpu;
 mod groups;

@@ -665,8 +665,15 @@ impl Gaspi {
         match done {
             Ok(()) => Ok(s),
             Err(e) => {
-                // Leave nothing half-made behind.
-                let _ = self.segment_delete(s.id());
+                // Leave nothing half-made behind, without waiting: the
+                // deadline has passed, or a peer failed. The peers forget
+                // the segment when they read the message; a peer that
+                // mapped it meanwhile keeps a mapping of memory that stays
+                // valid until the last mapping goes, so nothing unsafe can
+                // happen in between, and a later create of the same id
+                // reaches each peer after this message, on the same
+                // connection.
+                self.discard(s.id());
                 Err(e)
             }
         }
@@ -675,19 +682,12 @@ impl Gaspi {
     /// Deletes segment `seg` of this rank. Returns once every live peer has
     /// forgotten it, so after a following barrier no peer can reach it any
     /// more. The memory is freed once the last handle to it is dropped.
+    ///
+    /// Like GASPI's `gaspi_segment_delete` it takes no timeout: a peer that
+    /// is stopped holds it until the peer runs again or is found dead.
     pub fn segment_delete(&self, seg: SegId) -> Result<()> {
         let inner = &self.inner;
-        inner.check_seg_id(seg)?;
-        let removed = inner.tables.update(|t| {
-            t.set_remote(inner.rank.0 as usize, seg.0 as usize, None);
-            t.set_local(seg.0 as usize, None)
-        });
-        if removed.is_none() {
-            return Err(Error::UnknownSegment {
-                rank: inner.rank,
-                seg,
-            });
-        }
+        self.remove_local(seg)?;
         for r in 0..inner.size {
             if r != inner.rank.0 && inner.peer_ok(Rank(r)).is_ok() {
                 let seg = seg.0;
@@ -705,6 +705,41 @@ impl Gaspi {
             }
         }
         Ok(())
+    }
+
+    /// Takes `seg` out of this rank's tables (the first step of a delete).
+    fn remove_local(&self, seg: SegId) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_seg_id(seg)?;
+        let removed = inner.tables.update(|t| {
+            t.set_remote(inner.rank.0 as usize, seg.0 as usize, None);
+            t.set_local(seg.0 as usize, None)
+        });
+        if removed.is_none() {
+            return Err(Error::UnknownSegment {
+                rank: inner.rank,
+                seg,
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes `seg` here and tells every live peer to forget it, without
+    /// waiting for their answers: the clean-up of a create that failed,
+    /// which must return within the caller's timeout whatever the peers do.
+    fn discard(&self, seg: SegId) {
+        let inner = &self.inner;
+        if self.remove_local(seg).is_err() {
+            return;
+        }
+        for r in (0..inner.size).filter(|&r| r != inner.rank.0) {
+            // Token 0 is never awaited: the answer is dropped on arrival.
+            let forget = Message::Unregister {
+                token: 0,
+                seg: seg.0,
+            };
+            let _ = inner.send(Rank(r), &forget);
+        }
     }
 
     /// A handle to segment `seg` of this rank.

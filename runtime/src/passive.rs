@@ -47,14 +47,18 @@ impl Inbox {
 impl Gaspi {
     /// Sends `size` bytes (1 to 65,535) from local segment `seg` at `offset`
     /// to `rank`, which takes them with [`Gaspi::passive_receive`]. Returns
-    /// once the message is handed to the connection.
+    /// once the message is handed to the connection. When `rank` has not
+    /// read what it was sent (it is stopped or slow) and its connection's
+    /// outbox is full, the call waits for room until `timeout` and then
+    /// fails with [`Error::Timeout`], having sent nothing: it may be
+    /// repeated. A slow rank is never reported dead.
     pub fn passive_send(
         &self,
         seg: SegId,
         offset: u64,
         rank: Rank,
         size: u64,
-        _timeout: Timeout,
+        timeout: Timeout,
     ) -> Result<()> {
         let inner = &*self.inner;
         if size == 0 || size > PASSIVE_MAX {
@@ -74,7 +78,12 @@ impl Gaspi {
         if rank == inner.rank {
             inner.passive.push(rank, data);
         } else {
-            inner.send(rank, &Message::Passive { data })?;
+            inner.send_by(
+                rank,
+                &Message::Passive { data },
+                crate::control::Urgency::Within(timeout.deadline()),
+                "passive_send",
+            )?;
         }
         inner
             .stats

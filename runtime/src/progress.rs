@@ -54,7 +54,11 @@ impl ProgressEngine {
                 .map_err(|e| Error::io("configuring a control socket", e))?;
             let mut stream = TcpStream::from_std(s);
             poll.registry()
-                .register(&mut stream, Token(i), Interest::READABLE)
+                .register(
+                    &mut stream,
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
                 .map_err(|e| Error::io("registering a control socket", e))?;
             conns.push(Some(Connection {
                 rank,
@@ -119,6 +123,14 @@ fn run(
             let Some(conn) = conns[i].as_mut() else {
                 continue;
             };
+            if ev.is_writable() {
+                // Room again after a write found the socket full: send what
+                // the outbox holds (`control.rs`). A failure shows on the
+                // reading side too, which decides what it means.
+                if let Some(out) = &inner.peers[conn.rank.0 as usize].control {
+                    let _ = out.flush();
+                }
+            }
             let closed = read_available(conn, &mut chunk, &inner);
             if closed {
                 let conn = conns[i].take().expect("present");

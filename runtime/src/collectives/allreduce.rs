@@ -93,7 +93,11 @@ pub(crate) fn allreduce(
         }
     })??;
     let pos = members.binary_search(&me).expect("member checked") as u32;
-    let result = if pos == 0 {
+    // A member already known dead: fail at once, before sending anything.
+    let dead = inner.collective_failure(&members, &[]);
+    let result = if let Some(e) = dead {
+        Err(e)
+    } else if pos == 0 {
         root(inner, &members, send, recv, reduce, group, epoch, deadline)
     } else {
         member(
@@ -128,13 +132,15 @@ fn system_of(
         })
 }
 
-/// Waits until word `word` of this rank's system segment reaches `epoch`,
-/// failing if one of `watch` dies.
+/// Waits until words `words` of this rank's system segment reach `epoch`,
+/// failing as soon as a member of the group is known dead or one of
+/// `needed` is gone (`Inner::collective_failure`).
 fn wait_word(
     inner: &Inner,
     words: &[u32],
     epoch: u32,
-    watch: &[Rank],
+    members: &[Rank],
+    needed: &[Rank],
     deadline: Option<std::time::Instant>,
 ) -> Result<()> {
     let area = &inner.system.notifications;
@@ -147,7 +153,7 @@ fn wait_word(
         if all() {
             return Some(Ok(()));
         }
-        let failed = watch.iter().find_map(|&r| inner.peer_ok(r).err())?;
+        let failed = inner.collective_failure(members, needed)?;
         Some(if all() { Ok(()) } else { Err(failed) })
     });
     waited.unwrap_or(Err(Error::Timeout { op: "allreduce" }))
@@ -167,7 +173,7 @@ fn root(
     let (gmax, size) = (inner.config.group_max, inner.size);
     let n = members.len() as u32;
     let words: Vec<u32> = (1..n).map(|p| reduce_word(gmax, size, group, p)).collect();
-    wait_word(inner, &words, epoch, &members[1..], deadline)?;
+    wait_word(inner, &words, epoch, members, &members[1..], deadline)?;
     // Reduce in member order into an 8-byte aligned accumulator.
     let len = send.len();
     let mut acc_words = vec![0u64; len.div_ceil(8)];
@@ -213,7 +219,7 @@ fn member(
         sys.notify(reduce_word(gmax, size, group, pos), epoch)?;
     }
     let word = reduce_word(gmax, size, group, size);
-    wait_word(inner, &[word], epoch, &[root], deadline)?;
+    wait_word(inner, &[word], epoch, members, &[root], deadline)?;
     let off = reduce_offset(size, group, size) as usize;
     // SAFETY: the result slot lies inside the system segment's data; the
     // root wrote it before the release store of the word we observed and

@@ -30,6 +30,11 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
         }
         Ok::<_, Error>((g.members.clone(), b.epoch, b.round.unwrap_or(0)))
     })??;
+    // A member already known dead: fail at once, before signalling.
+    if let Some(e) = inner.collective_failure(&members, &[]) {
+        save(inner, group, None);
+        return Err(e);
+    }
     let n = members.len();
     let pos = members.binary_search(&me).expect("member checked");
     let rounds = usize::BITS - (n.max(1) - 1).leading_zeros();
@@ -50,13 +55,7 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
                 // A member that terminated in order may simply have left
                 // this barrier before us (it had everyone's signals); only
                 // the partner we wait for must not have terminated.
-                let failed = members
-                    .iter()
-                    .find_map(|&r| match inner.peer_ok(r) {
-                        Err(e @ Error::PeerDead { .. }) => Some(e),
-                        _ => None,
-                    })
-                    .or_else(|| inner.peer_ok(from).err())?;
+                let failed = inner.collective_failure(&members, &[from])?;
                 // A partner may have signalled and then terminated between
                 // the two checks: its signal counts.
                 let seen = inner.system.notifications.get(word).unwrap_or(0);

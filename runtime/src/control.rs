@@ -1,0 +1,243 @@
+//! The writing side of a control connection: whole frames or nothing, and
+//! never a wait past the caller's deadline.
+//!
+//! A peer that is stopped (SIGSTOP, a debugger, a long page-in) stops
+//! reading its control connection; once the kernel's socket buffers are
+//! full a plain blocking write would hold the caller for as long as the
+//! peer stays stopped, and a write that gives up halfway leaves half a
+//! frame on the stream, which corrupts every frame after it. So each
+//! connection has an *outbox*: a frame is either appended whole to the
+//! bytes the socket has not taken yet, or not at all.
+//!
+//! - A call's frame is accepted while the outbox holds less than
+//!   [`OUTBOX_MAX`] bytes (or is empty: one frame of any size always
+//!   fits). When it is fuller, the caller waits for room until its own
+//!   deadline, then gets [`Error::Timeout`] with nothing sent: it may retry.
+//!   A slow peer is not a dead one.
+//! - Replies and other frames of the progress engine, and the
+//!   fire-and-forget clean-up of a call that timed out, are appended
+//!   whatever the outbox holds ([`Urgency::Now`]): the engine must never
+//!   wait on a peer, and those frames are small and bounded by what the
+//!   peer itself asked for.
+//! - Whatever the socket did not take is written by the next sender or by
+//!   the progress engine, which watches the socket for room (edge-triggered
+//!   `EPOLLOUT`, raised only after a write found the socket full).
+//!
+//! A write that fails for good (the peer's end is closed) is reported as
+//! the peer's death only by the progress engine, which reads the same
+//! connection and knows whether a goodbye came first: the decision that a
+//! rank is gone is made in one place for every call (decision 0018).
+
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Bytes an outbox may hold before callers with a deadline wait for room:
+/// sixteen of the largest passive messages, on top of the several MiB the
+/// kernel's socket buffers take first.
+pub(crate) const OUTBOX_MAX: usize = 1 << 20;
+
+/// Whether a frame may wait for room in the outbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Urgency {
+    /// Wait for room until the deadline (`None`: for as long as it takes,
+    /// unless the peer is found gone).
+    Within(Option<Instant>),
+    /// Append at once, however full the outbox is (progress engine,
+    /// clean-up messages).
+    Now,
+}
+
+/// What happened to a frame handed to [`ControlOut::offer`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// Appended; the socket took it all.
+    Sent,
+    /// Appended; part of the outbox waits for the socket to take it.
+    Queued,
+    /// Not appended: the outbox is full. Nothing was written.
+    Full,
+}
+
+#[derive(Debug)]
+struct Outbox {
+    stream: TcpStream,
+    /// Bytes not yet taken by the socket start at `pending[taken..]`.
+    pending: Vec<u8>,
+    taken: usize,
+    /// The socket failed for good; every later write fails the same way.
+    broken: Option<std::io::ErrorKind>,
+}
+
+/// The writing half of one control connection.
+#[derive(Debug)]
+pub(crate) struct ControlOut {
+    fd: RawFd,
+    outbox: Mutex<Outbox>,
+}
+
+impl ControlOut {
+    /// Wraps the writing half; the socket is made non-blocking.
+    pub fn new(stream: TcpStream) -> Result<ControlOut> {
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("configuring a control socket", e))?;
+        Ok(ControlOut {
+            fd: stream.as_raw_fd(),
+            outbox: Mutex::new(Outbox {
+                stream,
+                pending: Vec::new(),
+                taken: 0,
+                broken: None,
+            }),
+        })
+    }
+
+    /// Appends `frame` whole if there is room (or `now`), then writes what
+    /// the socket takes. An `Err` is a connection that failed for good.
+    pub fn offer(&self, frame: &[u8], now: bool) -> std::io::Result<Offered> {
+        let mut out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        out.flush()?;
+        let held = out.pending.len() - out.taken;
+        if !now && held > 0 && held + frame.len() > OUTBOX_MAX {
+            return Ok(Offered::Full);
+        }
+        out.pending.extend_from_slice(frame);
+        out.flush()?;
+        Ok(if out.pending.is_empty() {
+            Offered::Sent
+        } else {
+            Offered::Queued
+        })
+    }
+
+    /// Writes what the socket takes of the outbox (progress engine, on
+    /// room). Returns the bytes still held.
+    pub fn flush(&self) -> std::io::Result<usize> {
+        let mut out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        out.flush()?;
+        Ok(out.pending.len() - out.taken)
+    }
+
+    /// Bytes not yet taken by the socket.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        let out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        out.pending.len() - out.taken
+    }
+
+    /// Sleeps until the socket may take more, at most `nap`.
+    pub fn wait_room(&self, nap: Duration) {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms = nap.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: `pfd` is a valid pollfd for the duration of the call; the
+        // descriptor belongs to `self.outbox`'s stream, which lives as long
+        // as `self` (a closed descriptor would only make poll report it).
+        unsafe { libc::poll(&mut pfd, 1, ms) };
+    }
+}
+
+impl Outbox {
+    /// Writes from the front of the pending bytes until the socket is full.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(kind) = self.broken {
+            return Err(kind.into());
+        }
+        while self.taken < self.pending.len() {
+            match self.stream.write(&self.pending[self.taken..]) {
+                Ok(0) => return self.fail(std::io::ErrorKind::WriteZero),
+                Ok(n) => self.taken += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(e.kind()),
+            }
+        }
+        if self.taken == self.pending.len() {
+            self.pending.clear();
+            self.taken = 0;
+        } else if self.taken > OUTBOX_MAX {
+            self.pending.drain(..self.taken);
+            self.taken = 0;
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, kind: std::io::ErrorKind) -> std::io::Result<()> {
+        self.broken = Some(kind);
+        self.pending = Vec::new();
+        self.taken = 0;
+        Err(kind.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    fn pair() -> (ControlOut, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (ControlOut::new(a).unwrap(), b)
+    }
+
+    #[test]
+    fn a_reader_that_stops_fills_the_outbox_then_frames_are_refused_whole() {
+        let (out, mut reader) = pair();
+        let frame: Vec<u8> = (0..65_536u32).map(|i| (i % 251) as u8).collect();
+        let mut accepted = 0usize;
+        // Nobody reads: the socket buffers fill, then the outbox.
+        while out.offer(&frame, false).unwrap() != Offered::Full {
+            accepted += 1;
+            assert!(accepted < 100_000, "the outbox never filled");
+        }
+        assert!(out.held() > 0 && out.held() <= OUTBOX_MAX + frame.len());
+        // An urgent frame goes in regardless.
+        assert_ne!(out.offer(b"urgent", true).unwrap(), Offered::Full);
+        // The reader resumes: every accepted frame arrives whole, in order.
+        let t = std::thread::spawn(move || {
+            let mut got = vec![0u8; accepted * frame.len() + 6];
+            reader.read_exact(&mut got).unwrap();
+            for chunk in got[..accepted * frame.len()].chunks(frame.len()) {
+                assert_eq!(chunk, &frame[..]);
+            }
+            assert_eq!(&got[accepted * frame.len()..], b"urgent");
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while out.flush().unwrap() > 0 {
+            assert!(Instant::now() < deadline, "the outbox never drained");
+            out.wait_room(Duration::from_millis(10));
+        }
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_closed_peer_is_a_lasting_error() {
+        let (out, reader) = pair();
+        drop(reader);
+        let frame = vec![7u8; 1 << 16];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let err = loop {
+            match out.offer(&frame, true) {
+                Ok(_) => assert!(
+                    Instant::now() < deadline,
+                    "writes to a closed peer kept working"
+                ),
+                Err(e) => break e,
+            }
+        };
+        assert!(
+            out.offer(b"x", true).is_err(),
+            "after {err}, a write worked"
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! `gaspi-fault-rank`: the ranks of the fault-semantics tests
+//! (`tests/fault_semantics.rs`): a stopped peer, a dead group member.
+//!
+//! Each scenario prints `rank R: ok ...` lines and measured figures as
+//! `rank R: figure NAME=VALUE` (the test reads them back), exits 0 on
+//! success and prints `rank R: FAILED: ...` and exits 1 otherwise. A rank
+//! "stopped" here stops itself with SIGSTOP after starting a shell that
+//! sends it SIGCONT a few seconds later: a live process that reads nothing,
+//! as under a debugger.
+
+use clap::{Parser, Subcommand};
+use gaspi::{
+    Config, Error, Gaspi, Group, Memory, NotifyId, Queue, Rank, RankState, ReduceOp, SegId, Timeout,
+};
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+macro_rules! fail {
+    ($($t:tt)*) => {
+        return Err(format!("{}:{}: {}", file!(), line!(), format!($($t)*)).into())
+    };
+}
+
+macro_rules! ensure {
+    ($c:expr, $($t:tt)*) => {
+        if !$c {
+            fail!($($t)*)
+        }
+    };
+}
+
+#[derive(Parser)]
+#[command(
+    name = "gaspi-fault-rank",
+    about = "A rank of a fault-semantics test job"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Three ranks; rank 2 stops itself for `stop_ms`. Ranks 0 and 1 call
+    /// `segment_create(.., Timeout::Ms(timeout_ms))`, which must return
+    /// `Timeout` (figure `create_ms`), leave every rank healthy, and, once
+    /// rank 2 runs again, a create of the same id with every rank must
+    /// work and carry a write_notify ring.
+    StoppedCreate {
+        #[arg(long, default_value_t = 1500)]
+        timeout_ms: u64,
+        #[arg(long, default_value_t = 6000)]
+        stop_ms: u64,
+    },
+    /// Two ranks; rank 1 stops itself for `stop_ms`. Rank 0 sends passive
+    /// messages of 65,535 bytes with `Timeout::Ms(timeout_ms)` until one
+    /// times out, and once more (a retry): no call may take much longer
+    /// than its timeout (figure `slowest_send_ms`), none may fail
+    /// otherwise, and rank 1 must stay healthy. Once rank 1 runs again it
+    /// receives every message rank 0 was told was sent, whole, and a
+    /// barrier and the state vectors of both show no failure.
+    StoppedPassive {
+        #[arg(long, default_value_t = 500)]
+        timeout_ms: u64,
+        #[arg(long, default_value_t = 4000)]
+        stop_ms: u64,
+    },
+    /// Four ranks loop on barrier + allreduce(Block); rank `victim` kills
+    /// itself with SIGKILL at iteration 20 (printing `figure killed_at_us`).
+    /// Every survivor's call must fail with PeerDead naming the victim
+    /// (`figure failed_at_us`), and a barrier and an allreduce started
+    /// afterwards must fail at once (`figure late_allreduce_ms`,
+    /// `late_barrier_ms`) with the same error. Rank 0 lingers `linger_ms`
+    /// before it exits, so a member that waits for rank 0 instead of
+    /// watching the whole group is seen. Run under `gaspi-run --keep-going`.
+    DeadMember {
+        #[arg(long, default_value_t = 2)]
+        victim: u32,
+        #[arg(long, default_value_t = 3000)]
+        linger_ms: u64,
+    },
+}
+
+fn main() {
+    gaspi::init_logging();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::StoppedCreate {
+            timeout_ms,
+            stop_ms,
+        } => stopped_create(timeout_ms, stop_ms),
+        Cmd::StoppedPassive {
+            timeout_ms,
+            stop_ms,
+        } => stopped_passive(timeout_ms, stop_ms),
+        Cmd::DeadMember { victim, linger_ms } => dead_member(victim, linger_ms),
+    };
+    if let Err(e) = result {
+        let rank = std::env::var("GASPI_RANK").unwrap_or_else(|_| "?".into());
+        eprintln!("rank {rank}: FAILED: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn init() -> Res<Gaspi> {
+    let g = Gaspi::init(Config::from_env()?)?;
+    Ok(g)
+}
+
+fn say(g: &Gaspi, msg: impl std::fmt::Display) {
+    println!("rank {}: {msg}", g.rank().0);
+    let _ = std::io::stdout().flush();
+}
+
+fn figure(g: &Gaspi, name: &str, value: impl std::fmt::Display) {
+    say(g, format!("figure {name}={value}"));
+}
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// Word of segment 0 on which a rank about to stop tells the others its
+/// process id.
+const PID_WORD: NotifyId = NotifyId(9);
+
+/// Stops this process for about `ms`: a shell sends SIGCONT afterwards.
+/// First tells every other rank its process id (see [`wait_stopped`]).
+fn stop_self(g: &Gaspi, ms: u64) -> Res {
+    let pid = std::process::id();
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("sleep {}; kill -CONT {pid}", ms as f64 / 1000.0))
+        .spawn()
+        .map_err(|e| format!("starting the shell that continues us: {e}"))?;
+    for r in (0..g.size()).filter(|&r| r != g.rank().0) {
+        g.notify(Rank(r), SegId(0), PID_WORD, pid, Queue(1))?;
+    }
+    g.wait(Queue(1), Timeout::Ms(60_000))?;
+    say(g, format!("stopping for {ms} ms"));
+    // SAFETY: raise(2) has no memory-safety requirements; SIGSTOP stops the
+    // whole process until the shell above continues it.
+    unsafe { libc::raise(libc::SIGSTOP) };
+    say(g, "running again");
+    Ok(())
+}
+
+/// Waits until the rank that announced its pid on [`PID_WORD`] is stopped
+/// (state `T` in `/proc/PID/stat`).
+fn wait_stopped(g: &Gaspi) -> Res {
+    let id = g.notify_waitsome(SegId(0), PID_WORD, 1, Timeout::Ms(60_000))?;
+    let pid = g.notify_reset(SegId(0), id)?;
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // The state follows the command name in parentheses.
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        if let Some(Some('T' | 't')) = state {
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(30),
+            "process {pid} did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn all_healthy(g: &Gaspi) -> Res {
+    let states = g.state_vec();
+    ensure!(
+        states.iter().all(|s| *s == RankState::Healthy),
+        "the state vector is {states:?}: a stopped rank was taken for dead"
+    );
+    Ok(())
+}
+
+fn stopped_create(timeout_ms: u64, stop_ms: u64) -> Res {
+    let g = init()?;
+    ensure!(g.size() == 3, "needs 3 ranks");
+    g.segment_create(SegId(0), 64, Memory::Host, Group::ALL, Timeout::Ms(60_000))?;
+    let me = g.rank().0;
+    if me == 2 {
+        stop_self(&g, stop_ms)?;
+    } else {
+        wait_stopped(&g)?;
+        let t = Instant::now();
+        let r = g.segment_create(
+            SegId(1),
+            1 << 16,
+            Memory::Host,
+            Group::ALL,
+            Timeout::Ms(timeout_ms),
+        );
+        let took = t.elapsed().as_millis();
+        figure(&g, "create_ms", took);
+        match r {
+            Err(Error::Timeout { .. }) => {}
+            other => fail!("segment_create returned {other:?}, expected Timeout"),
+        }
+        ensure!(
+            g.segment_list() == [SegId(0)],
+            "the timed-out create left {:?} behind",
+            g.segment_list()
+        );
+        all_healthy(&g)?;
+    }
+    // Everyone again, rank 2 running: the same id works.
+    let seg = g.segment_create(
+        SegId(1),
+        1 << 16,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Ms(60_000),
+    )?;
+    let next = Rank((me + 1) % 3);
+    seg.write(0, &[me as u64 + 100])?;
+    g.write_notify(SegId(1), 0, next, SegId(1), 8, 8, NotifyId(1), 1, Queue(0))?;
+    g.wait(Queue(0), Timeout::Ms(60_000))?;
+    let id = g.notify_waitsome(SegId(1), NotifyId(1), 1, Timeout::Ms(60_000))?;
+    g.notify_reset(SegId(1), id)?;
+    let got: Vec<u64> = seg.read_vec(8, 1)?;
+    let from = (me + 2) % 3;
+    ensure!(got[0] == from as u64 + 100, "got {got:?} from rank {from}");
+    g.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    all_healthy(&g)?;
+    say(&g, "ok stopped-create");
+    g.term()?;
+    Ok(())
+}
+
+/// A passive message: its sequence number in the first 8 bytes, then a
+/// pattern of it.
+fn message(seq: u64, len: usize) -> Vec<u8> {
+    let mut m: Vec<u8> = (0..len).map(|i| (i as u64 ^ seq) as u8).collect();
+    m[..8].copy_from_slice(&seq.to_le_bytes());
+    m
+}
+
+fn stopped_passive(timeout_ms: u64, stop_ms: u64) -> Res {
+    const LEN: usize = 65_535;
+    let g = init()?;
+    ensure!(g.size() == 2, "needs 2 ranks");
+    let seg = g.segment_create(
+        SegId(0),
+        1 << 17,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Ms(60_000),
+    )?;
+    g.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    if g.rank().0 == 1 {
+        stop_self(&g, stop_ms)?;
+        let mut expected = 0u64;
+        loop {
+            let (from, size) = g.passive_receive(SegId(0), 0, Timeout::Ms(60_000))?;
+            ensure!(from == Rank(0), "a message from {from}");
+            let got: Vec<u8> = seg.read_vec(0, size as usize)?;
+            if size == 8 {
+                let sent = u64::from_le_bytes(got[..8].try_into()?);
+                ensure!(
+                    sent == expected,
+                    "rank 0 says it sent {sent} messages, {expected} arrived"
+                );
+                break;
+            }
+            ensure!(size == LEN as u64, "a message of {size} bytes");
+            ensure!(
+                got == message(expected, LEN),
+                "message {expected} arrived damaged or out of order"
+            );
+            expected += 1;
+        }
+        figure(&g, "received", expected);
+    } else {
+        wait_stopped(&g)?;
+        let mut sent = 0u64;
+        let mut slowest = Duration::ZERO;
+        let mut timeouts = 0;
+        let start = Instant::now();
+        while timeouts < 2 {
+            ensure!(
+                start.elapsed() < Duration::from_millis(stop_ms),
+                "no passive_send timed out while rank 1 was stopped ({sent} sent)"
+            );
+            seg.write(0, &message(sent, LEN))?;
+            let t = Instant::now();
+            let r = g.passive_send(SegId(0), 0, Rank(1), LEN as u64, Timeout::Ms(timeout_ms));
+            slowest = slowest.max(t.elapsed());
+            match r {
+                Ok(()) => sent += 1,
+                Err(Error::Timeout { .. }) => timeouts += 1,
+                Err(e) => fail!("passive_send to a stopped rank failed with {e:?}"),
+            }
+        }
+        figure(&g, "slowest_send_ms", slowest.as_millis());
+        figure(&g, "sent_before_timeout", sent);
+        all_healthy(&g)?;
+        // Tell rank 1 how many went; it waits for them once it runs.
+        seg.write(0, &sent.to_le_bytes())?;
+        g.passive_send(SegId(0), 0, Rank(1), 8, Timeout::Ms(60_000))?;
+    }
+    g.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    all_healthy(&g)?;
+    say(&g, "ok stopped-passive");
+    g.term()?;
+    Ok(())
+}
+
+fn dead_member(victim: u32, linger_ms: u64) -> Res {
+    let g = init()?;
+    ensure!(g.size() == 4, "needs 4 ranks");
+    let me = g.rank().0;
+    let named_victim = |e: &Error| matches!(e, Error::PeerDead { rank } if rank.0 == victim);
+    let mut failure = None;
+    for i in 0..10_000u64 {
+        if me == victim && i == 20 {
+            figure(&g, "killed_at_us", now_us());
+            // SAFETY: raise(2) has no memory-safety requirements.
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        let r = g.barrier(Group::ALL, Timeout::Block).and_then(|_| {
+            let mut sum = [0u64];
+            g.allreduce(&[i], &mut sum, ReduceOp::Sum, Group::ALL, Timeout::Block)?;
+            ensure_sum(sum[0], i * 4)
+        });
+        if let Err(e) = r {
+            figure(&g, "failed_at_us", now_us());
+            failure = Some(e);
+            break;
+        }
+    }
+    let Some(e) = failure else {
+        fail!("10,000 rounds and no failure: the victim never died")
+    };
+    ensure!(
+        named_victim(&e),
+        "the collective failed with {e:?}, not PeerDead(rank {victim})"
+    );
+    // Started when the death is known: both fail at once.
+    let t = Instant::now();
+    let mut sum = [0u64];
+    let late = g.allreduce(
+        &[1u64],
+        &mut sum,
+        ReduceOp::Sum,
+        Group::ALL,
+        Timeout::Ms(5000),
+    );
+    figure(&g, "late_allreduce_ms", t.elapsed().as_millis());
+    ensure!(
+        late.as_ref().is_err_and(named_victim),
+        "an allreduce started after the death returned {late:?}"
+    );
+    let t = Instant::now();
+    let late = g.barrier(Group::ALL, Timeout::Ms(5000));
+    figure(&g, "late_barrier_ms", t.elapsed().as_millis());
+    ensure!(
+        late.as_ref().is_err_and(named_victim),
+        "a barrier started after the death returned {late:?}"
+    );
+    ensure!(
+        g.state_vec()[victim as usize] == RankState::Corrupt,
+        "the victim is not marked corrupt: {:?}",
+        g.state_vec()
+    );
+    if me == 0 {
+        std::thread::sleep(Duration::from_millis(linger_ms));
+    }
+    say(&g, "ok survivor");
+    // Leave without term: survivors may be anywhere.
+    std::process::exit(0);
+}
+
+fn ensure_sum(got: u64, want: u64) -> gaspi::Result<()> {
+    if got != want {
+        return Err(Error::Protocol(format!(
+            "allreduce summed {got}, expected {want}"
+        )));
+    }
+    Ok(())
+}
