@@ -293,6 +293,16 @@ pub enum Error {
         /// why
         reason: &'static str,
     },
+    /// The owner of a GPU segment has not taken the copies this process
+    /// posted into its inbox (it is stopped or starved): nothing was
+    /// posted; `wait` on the queue, then repeat the call.
+    #[error("{rank} has not taken the last {entries} copies posted into its GPU segments; wait on the queue and retry")]
+    InboxFull {
+        /// the owner
+        rank: Rank,
+        /// requests its inbox lane holds
+        entries: u32,
+    },
     /// A GPU segment's memory was asked for as a CPU slice.
     #[error("{seg} lives in the memory of GPU {device}: the CPU cannot view it as a slice (use Segment::read/write or a kernel)")]
     GpuSegmentNotHostAccessible {

@@ -49,6 +49,10 @@ use std::time::{Duration, Instant};
 
 /// Requests a lane holds before a writer has to wait for the owner.
 const LANE_ENTRIES: u32 = 256;
+/// Longest a writer waits for room in a full lane: a running owner takes
+/// a request within microseconds, so this is only ever reached when the
+/// owner is stopped or starved, and then the writer gets `InboxFull`.
+const LANE_FULL_WAIT: Duration = Duration::from_millis(20);
 const ENTRY_BYTES: usize = 64;
 /// head (written by the writer), tail (owner), the completed words of the
 /// lane's streams (owner's streams), failure code (owner).
@@ -182,14 +186,24 @@ impl WriterLane {
         Lane(self.lane)
     }
 
-    /// Publishes a request (waiting while the lane is full); returns its seq.
+    /// Publishes a request; returns its seq. While the lane is full it
+    /// waits at most [`LANE_FULL_WAIT`] for the owner to take a request,
+    /// then fails with `InboxFull`, having posted nothing: a stopped owner
+    /// must not hold a writer (`write` has no timeout to keep).
     fn post(&self, inner: &Inner, owner: Rank, mut e: Entry) -> Result<u32> {
         let _g = self.post.lock().unwrap_or_else(|p| p.into_inner());
         let lane = self.lane();
         let head = lane.word(HEAD).load(Ordering::Relaxed);
         let mut nap = Duration::from_micros(5);
+        let give_up = Instant::now() + LANE_FULL_WAIT;
         while head.wrapping_sub(lane.word(TAIL).load(Ordering::Acquire)) >= LANE_ENTRIES {
             inner.peer_ok(owner)?;
+            if Instant::now() >= give_up {
+                return Err(Error::InboxFull {
+                    rank: owner,
+                    entries: LANE_ENTRIES,
+                });
+            }
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_micros(500));
         }
