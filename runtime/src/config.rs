@@ -80,6 +80,42 @@ pub struct Config {
     /// would take the core of a rank that computes). `Some(0)`: never.
     /// `GASPI_COPY_ASSIST_MIN` (bytes; 0 turns it off).
     pub copy_assist_min: Option<u64>,
+    /// How peers are reached (`GASPI_TRANSPORT=auto|tcp`): `Auto` takes
+    /// shared memory for ranks on this host and TCP for the others; `Tcp`
+    /// takes TCP for every other rank, even on this host (to test or
+    /// measure the network path on one machine).
+    pub transport: TransportChoice,
+}
+
+/// Which transport reaches the other ranks (see [`Config::transport`]).
+///
+/// ```
+/// use gaspi::TransportChoice;
+/// assert_eq!("tcp".parse::<TransportChoice>()?, TransportChoice::Tcp);
+/// assert!("carrier-pigeon".parse::<TransportChoice>().is_err());
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TransportChoice {
+    /// Shared memory on this host, TCP to other hosts.
+    #[default]
+    Auto,
+    /// TCP to every other rank.
+    Tcp,
+}
+
+impl std::str::FromStr for TransportChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "auto" | "" => Ok(TransportChoice::Auto),
+            "tcp" => Ok(TransportChoice::Tcp),
+            other => Err(Error::Config(format!(
+                "GASPI_TRANSPORT={other:?}: expected auto or tcp"
+            ))),
+        }
+    }
 }
 
 /// Where the notification words of a GPU segment live.
@@ -169,6 +205,7 @@ impl Default for Config {
             gpu_owner_copies: true,
             gpu_notifications: NotificationPlacement::HostMapped,
             copy_assist_min: None,
+            transport: TransportChoice::Auto,
         }
     }
 }
@@ -227,7 +264,16 @@ impl Config {
         if let Some(v) = env_u64("GASPI_COPY_ASSIST_MIN")? {
             c.copy_assist_min = Some(v);
         }
+        if let Ok(v) = std::env::var("GASPI_TRANSPORT") {
+            c.transport = v.parse()?;
+        }
         Ok(c)
+    }
+
+    /// Chooses how other ranks are reached (see [`Config::transport`]).
+    pub fn transport(mut self, choice: TransportChoice) -> Self {
+        self.transport = choice;
+        self
     }
 
     /// Sets the number of segment ids.

@@ -2,6 +2,7 @@
 
 use crate::bootstrap::{self, Endpoint};
 use crate::config::Config;
+use crate::config::TransportChoice;
 use crate::control::{ControlOut, Offered, Urgency};
 use crate::error::{Error, Result};
 use crate::groups::GroupTable;
@@ -10,6 +11,7 @@ use crate::queue::QueueState;
 use crate::segment::LocalSegment;
 use crate::tables::SegmentTables;
 use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
+use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::types::{Rank, RankState, SegId};
 use crate::wire::Message;
@@ -61,6 +63,8 @@ pub(crate) struct Inner {
     pub groups: GroupTable,
     pub replies: Replies,
     tokens: AtomicU64,
+    /// Reads posted through the TCP transport, awaiting their data.
+    pub posted_reads: crate::transport::tcp::PostedReads,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
     failures: AtomicU64,
     /// Calls, bytes and waiting time (see `stats.rs`).
@@ -176,6 +180,8 @@ impl Inner {
             .compare_exchange(HEALTHY, v, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if changed {
+            // Reads it will never answer: let their segments go.
+            self.posted_reads.forget_rank(rank);
             let seq = self.failures.fetch_add(1, Ordering::AcqRel);
             self.peers[rank.0 as usize]
                 .failed_seq
@@ -191,8 +197,16 @@ impl Inner {
         }
     }
 
+    /// A token no other request of this rank carries.
+    pub fn next_token(&self) -> u64 {
+        self.tokens.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Wakes threads waiting on replies or on the system segment.
     pub fn wake_all(&self) {
+        for q in &self.queues {
+            q.outstanding.wake();
+        }
         self.system.notifications.signal();
         self.groups.wake();
         self.passive.wake();
@@ -371,7 +385,7 @@ impl Inner {
                 rank: owner,
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
-        let remote = transport.attach(owner, desc, &self.gpu_home)?;
+        let remote = transport.attach(owner, seg as u8, desc, &self.gpu_home)?;
         self.tables
             .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())
@@ -471,10 +485,19 @@ impl Gaspi {
         drop(listener);
         let here = HostId::current();
         let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
+        let tcp = Arc::new(TcpTransport::default());
+        let tcp_dyn: Arc<dyn Transport> = tcp.clone();
         let mut readers = Vec::new();
         let mut peers = Vec::with_capacity(size as usize);
         for (ep, conn) in table.into_iter().zip(conns) {
-            let transport = (ep.host == here).then(|| shm.clone());
+            // A rank reaches itself through shared memory whatever else.
+            let same_host =
+                ep.host == here && (ep.rank == rank.0 || config.transport == TransportChoice::Auto);
+            let transport = Some(if same_host {
+                shm.clone()
+            } else {
+                tcp_dyn.clone()
+            });
             let control = match conn {
                 Some(c) => {
                     let reader = c
@@ -493,16 +516,6 @@ impl Gaspi {
                 transport,
             });
         }
-        let unreachable: Vec<u32> = peers
-            .iter()
-            .filter(|p| p.transport.is_none())
-            .map(|p| p.endpoint.rank)
-            .collect();
-        if !unreachable.is_empty() {
-            tracing::warn!(
-                "ranks {unreachable:?} are on other hosts; no network transport is built in yet, calls to them fail with NoTransport"
-            );
-        }
         let inner = Arc::new(Inner {
             rank,
             size,
@@ -514,6 +527,7 @@ impl Gaspi {
             system,
             replies: Replies::default(),
             tokens: AtomicU64::new(1),
+            posted_reads: Default::default(),
             failures: AtomicU64::new(0),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
@@ -527,6 +541,7 @@ impl Gaspi {
         if let Some(helper) = &inner.copy_helper {
             helper.bind(Arc::downgrade(&inner));
         }
+        tcp.bind(Arc::downgrade(&inner));
         for r in 0..size {
             let desc = inner.peers[r as usize].endpoint.system.clone();
             if inner.peers[r as usize].transport.is_some() {
@@ -534,14 +549,20 @@ impl Gaspi {
             }
         }
         let engine = ProgressEngine::start(inner.clone(), readers)?;
+        let by_transport = |name: &str| {
+            (0..size)
+                .filter(|&r| r != rank.0 && inner.transport_name(Rank(r)) == name)
+                .count()
+        };
         tracing::info!(
             rank = rank.0,
             size,
-            "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks",
+            "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks, tcp to {} ranks",
             rank.0,
             size,
             inner.config.launch.launcher,
-            size as usize - unreachable.len()
+            by_transport("shm"),
+            by_transport("tcp"),
         );
         Ok(Gaspi {
             inner,
@@ -593,7 +614,8 @@ impl Gaspi {
             .collect()
     }
 
-    /// Name of the transport that reaches `rank` ("shm", or "none").
+    /// Name of the transport that reaches `rank`: "shm" (shared memory,
+    /// CUDA IPC for GPU segments) or "tcp".
     pub fn transport(&self, rank: Rank) -> Result<&'static str> {
         self.inner.check_rank(rank)?;
         Ok(self.inner.transport_name(rank))

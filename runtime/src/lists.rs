@@ -14,7 +14,7 @@ use crate::ops::{check_notification, lookup_remote, RemoteEnd};
 use crate::segment::LocalSegment;
 use crate::stats::Op;
 use crate::tables::Tables;
-use crate::transport::RemoteSegment;
+use crate::transport::{RemoteSegment, Via};
 use crate::types::{NotifyId, Queue, Rank, SegId};
 
 /// One element of a list operation: `size` bytes between a local range and
@@ -208,6 +208,8 @@ impl Gaspi {
         };
         let entries = elems.len() as u32 + notify.is_some() as u32;
         q.reserve(queue, entries, inner.config.queue_size_max)?;
+        let first_remote = resolve(inner, &tables, &elems[0], rank)?.remote;
+        let reads_complete_later = first_remote.completes_later();
         // Pass 2: move the data, element by element, then notify.
         let moved = (|| {
             let mut bytes = 0u64;
@@ -227,8 +229,16 @@ impl Gaspi {
                 }
                 bytes += size;
             }
-            if let Some((r, id, value)) = notify_target {
-                inner.notify_routed(q, r, id, value)?;
+            match notify_target {
+                // Reads from a peer whose answers come later: the local
+                // notification waits for the answer to a fence sent after
+                // them (the transport's ordering contract).
+                Some((to, id, value)) if dir == Dir::Read && reads_complete_later => {
+                    let seg = inner.local_segment(to.seg)?;
+                    first_remote.post_read_notify(&seg, id, value, Via::queue(q))?;
+                }
+                Some((to, id, value)) => inner.notify_routed(q, to, id, value)?,
+                None => {}
             }
             Ok::<u64, Error>(bytes)
         })();

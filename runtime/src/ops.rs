@@ -8,7 +8,7 @@ use crate::error::{Error, Result, Side};
 use crate::segment::{check_bounds, LocalSegment, Segment};
 use crate::stats::{Counter, Op};
 use crate::tables::{RemoteEntry, Tables};
-use crate::transport::{HostDirect, RemoteSegment};
+use crate::transport::{HostDirect, RemoteSegment, Via};
 use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::wire::Message;
 use std::sync::Arc;
@@ -142,6 +142,9 @@ impl Inner {
             return unsafe { direct.put(src, to.offset, size as usize, notify) }
                 .map_err(notify_error);
         }
+        if r.completes_later() {
+            return self.put_network(q, local, local_offset, to, size, notify);
+        }
         if let Some(inbox) = self.owner_route(q, local, to) {
             return self.owner_put(
                 &q.gpu,
@@ -166,13 +169,43 @@ impl Inner {
             // SAFETY: local_offset + size was checked against the local
             // segment, which the caller's table snapshot keeps alive.
             let src = unsafe { local.data().add(local_offset as usize) };
-            r.put(to.offset, src, size as usize)?;
+            r.put(to.offset, src, size as usize, Via::queue(q))?;
             if let Some((id, value)) = notify {
-                r.notify(id, value)?;
+                r.notify(id, value, Via::queue(q))?;
             }
         }
         match after {
             Some((id, value)) => self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value),
+            None => Ok(()),
+        }
+    }
+
+    /// A put to a segment reached over the network: the transport copies
+    /// the bytes out (through a host buffer when they are in GPU memory)
+    /// and orders the notification after them. Requests to other targets
+    /// on the same queue need no order with it.
+    fn put_network(
+        &self,
+        q: &crate::queue::QueueState,
+        local: &LocalSegment,
+        local_offset: u64,
+        to: RemoteEnd<'_>,
+        size: u64,
+        notify: Option<(u32, u32)>,
+    ) -> Result<()> {
+        let r = to.segment;
+        if local.is_gpu() {
+            let mut staged = vec![0u8; size as usize];
+            local.copy_out(local_offset, &mut staged)?;
+            r.put(to.offset, staged.as_ptr(), staged.len(), Via::queue(q))?;
+        } else {
+            // SAFETY: local_offset + size was checked against the local
+            // segment, which the caller's table snapshot keeps alive.
+            let src = unsafe { local.data().add(local_offset as usize) };
+            r.put(to.offset, src, size as usize, Via::queue(q))?;
+        }
+        match notify {
+            Some((id, value)) => r.notify(id, value, Via::queue(q)),
             None => Ok(()),
         }
     }
@@ -190,6 +223,9 @@ impl Inner {
         if let Some(direct) = q.gpu.idle().then(|| to.segment.host_direct()).flatten() {
             return direct.notifications.set(id, value).map_err(notify_error);
         }
+        if to.segment.completes_later() {
+            return to.segment.notify(id, value, Via::queue(q));
+        }
         if q.gpu.owner_pending_to(to.rank) {
             self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
         } else if q.gpu.pending() {
@@ -204,7 +240,7 @@ impl Inner {
                 _ => self.gpu_notify(&q.gpu, to.segment, id, value),
             }
         } else {
-            to.segment.notify(id, value)
+            to.segment.notify(id, value, Via::queue(q))
         }
     }
 
@@ -219,6 +255,19 @@ impl Inner {
         size: u64,
     ) -> Result<()> {
         let r = from.segment;
+        if r.completes_later() {
+            // The data lands after the call (copied in by the progress
+            // engine, into GPU memory too): the transport keeps the local
+            // segment alive until then.
+            let into = self.local_segment(local.id)?;
+            return r.post_get(
+                from.offset,
+                &into,
+                local_offset,
+                size as usize,
+                Via::queue(q),
+            );
+        }
         if let Some(inbox) = self.owner_route(q, local, from) {
             return self.owner_get(
                 &q.gpu,
@@ -527,7 +576,7 @@ impl Gaspi {
         let own: Box<dyn RemoteSegment> = if s.is_gpu() {
             Box::new(crate::transport::cuda_ipc::OwnGpuSegment(s.clone()))
         } else {
-            transport.attach(me, &s.descriptor, &inner.gpu_home)?
+            transport.attach(me, seg.0, &s.descriptor, &inner.gpu_home)?
         };
         inner.tables.update(|t| {
             if t.local(seg.0 as usize).is_some() {
@@ -1011,6 +1060,11 @@ impl Gaspi {
         self.inner.stats.call(Op::Wait, Counter::None, 0);
         // Copies on the queue's CUDA stream complete here.
         self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
+        // Requests of transports that complete later (TCP): wait for their
+        // targets' answers; a target gone with requests unanswered fails
+        // the wait at once, naming it.
+        q.outstanding
+            .wait(timeout.deadline(), |r| self.inner.peer_ok(r).err())?;
         // Shared-memory requests complete when posted; what is left is to
         // report targets that died meanwhile. A target that terminated in
         // order had received them: that is no error.

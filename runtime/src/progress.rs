@@ -9,6 +9,7 @@
 
 use crate::context::Inner;
 use crate::error::{Error, Result};
+use crate::transport::tcp::serve as tcp;
 use crate::types::{Rank, RankState};
 use crate::wire::{take_frames, Message};
 use mio::net::TcpStream;
@@ -198,7 +199,37 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
                 },
             );
         }
-        Message::Reply { token, result } => inner.complete(token, result.map(|()| 0)),
+        Message::Reply { token, result } => {
+            if !tcp::fence_answered(inner, token) {
+                inner.complete(token, result.map(|()| 0))
+            }
+        }
+        Message::Put {
+            queue,
+            seg,
+            offset,
+            data,
+            notify,
+        } => tcp::put(inner, from, queue, seg, offset, &data, notify),
+        Message::Notify {
+            queue,
+            seg,
+            id,
+            value,
+        } => tcp::notify(inner, from, queue, seg, id, value),
+        Message::Get {
+            token,
+            seg,
+            offset,
+            len,
+        } => tcp::get(inner, from, token, seg, offset, len),
+        Message::Data { token, result } => tcp::data(inner, from, token, result),
+        Message::Fence { token } => tcp::fence(inner, from, token),
+        Message::Settled {
+            queue,
+            count,
+            failure,
+        } => tcp::settled(inner, from, queue, count, failure),
         Message::ValueReply { token, result } => inner.complete(token, result),
         Message::Atomic {
             token,

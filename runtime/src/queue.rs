@@ -20,6 +20,109 @@ pub(crate) struct QueueState {
     targets: Vec<AtomicU64>,
     /// The queue's CUDA stream and GPU work in flight (see `gpu/`).
     pub gpu: crate::gpu::QueueStream,
+    /// Requests of transports that complete later (TCP), not yet settled.
+    pub outstanding: Outstanding,
+    /// This queue's number.
+    pub index: u32,
+}
+
+/// Requests posted on one queue through a transport that completes them
+/// after the call (see `transport/mod.rs`), per target, and the first
+/// failure a target reported since the last `wait`.
+#[derive(Debug, Default)]
+pub(crate) struct Outstanding {
+    state: std::sync::Mutex<OutstandingState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct OutstandingState {
+    /// (target, requests not yet settled); few entries: a queue talks to
+    /// few ranks at a time.
+    pending: Vec<(Rank, u64)>,
+    failure: Option<Error>,
+}
+
+impl Outstanding {
+    /// Counts `n` requests posted to `rank` (before they are sent: the
+    /// answer may come before the sender runs again).
+    pub fn add(&self, rank: Rank, n: u64) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match s.pending.iter_mut().find(|(r, _)| *r == rank) {
+            Some((_, c)) => *c += n,
+            None => s.pending.push((rank, n)),
+        }
+    }
+
+    /// Settles `n` requests to `rank`: applied, or failed with `failure`
+    /// (kept, the first one, for `wait`).
+    pub fn settle(&self, rank: Rank, n: u64, failure: Option<Error>) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = s.pending.iter().position(|(r, _)| *r == rank) {
+            let c = &mut s.pending[i].1;
+            *c = c.saturating_sub(n);
+            if *c == 0 {
+                s.pending.swap_remove(i);
+            }
+        }
+        if let Some(f) = failure {
+            s.failure.get_or_insert(f);
+        }
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    /// Wakes waiters (a rank was found gone).
+    pub fn wake(&self) {
+        let _s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
+    }
+
+    /// Waits until every request is settled, then reports the first
+    /// failure, if any. A target that is gone with requests unsettled
+    /// fails the wait at once, naming it (`gone(rank)` says whether it is
+    /// and how); past `deadline`, `Timeout`, with the requests still
+    /// counted for the next wait.
+    pub fn wait(
+        &self,
+        deadline: Option<std::time::Instant>,
+        gone: impl Fn(Rank) -> Option<Error>,
+    ) -> Result<()> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if s.pending.is_empty() {
+                return match s.failure.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+            }
+            if let Some(e) = s.pending.iter().find_map(|&(r, _)| gone(r)) {
+                // Those requests will never be settled: forget them.
+                s.pending.clear();
+                s.failure = None;
+                return Err(e);
+            }
+            let nap = match deadline {
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(std::time::Duration::from_millis(50)),
+                    _ => return Err(Error::Timeout { op: "wait" }),
+                },
+                None => std::time::Duration::from_millis(50),
+            };
+            s = self
+                .cv
+                .wait_timeout(s, nap)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Forgets every request (purge).
+    pub fn forget(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.pending.clear();
+        s.failure = None;
+    }
 }
 
 impl QueueState {
@@ -29,6 +132,8 @@ impl QueueState {
             posted: AtomicU32::new(0),
             targets: (0..ranks.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             gpu: crate::gpu::QueueStream::new(index),
+            outstanding: Outstanding::default(),
+            index,
         }
     }
 
@@ -157,6 +262,7 @@ impl crate::Gaspi {
     pub fn queue_purge(&self, queue: Queue, timeout: crate::Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
         self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
+        q.outstanding.forget();
         q.drain();
         Ok(())
     }

@@ -50,6 +50,47 @@ pub(crate) enum Message {
     Passive { data: Vec<u8> },
     /// Health check; answered with a `Reply`.
     Ping { token: u64 },
+    /// "Write `data` at `offset` of your segment `seg`, then set
+    /// notification `notify` if given" (TCP transport). Answered with
+    /// `Settled` when `queue` is given.
+    Put {
+        queue: Option<u8>,
+        seg: u8,
+        offset: u64,
+        data: serde_bytes::ByteBuf,
+        notify: Option<(u32, u32)>,
+    },
+    /// "Set notification `id` of your segment `seg` to `value`" (TCP),
+    /// after everything sent before it.
+    Notify {
+        queue: Option<u8>,
+        seg: u8,
+        id: u32,
+        value: u32,
+    },
+    /// "Send me `len` bytes at `offset` of your segment `seg`" (TCP);
+    /// answered with `Data`.
+    Get {
+        token: u64,
+        seg: u8,
+        offset: u64,
+        len: u64,
+    },
+    /// The bytes a `Get` asked for, or why not.
+    Data {
+        token: u64,
+        result: std::result::Result<serde_bytes::ByteBuf, String>,
+    },
+    /// "Answer `token` after everything before it" (`Reply`): the end of a
+    /// run of `Get`s whose local notification waits for all of them.
+    Fence { token: u64 },
+    /// `count` requests posted on queue `queue` were applied, or (with
+    /// `failure`) refused.
+    Settled {
+        queue: u8,
+        count: u32,
+        failure: Option<String>,
+    },
     /// The sender terminates in order; its connection closing is no failure.
     Goodbye,
     /// The sender asks the receiver to stop (`proc_kill`).

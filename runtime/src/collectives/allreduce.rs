@@ -192,8 +192,8 @@ fn root(
     let word = reduce_word(gmax, size, group, size);
     for &m in &members[1..] {
         let sys = system_of(inner, m)?;
-        sys.put(off, acc.as_ptr(), len)?;
-        sys.notify(word, epoch)?;
+        sys.put(off, acc.as_ptr(), len, crate::transport::Via::INTERNAL)?;
+        sys.notify(word, epoch, crate::transport::Via::INTERNAL)?;
     }
     recv.copy_from_slice(acc);
     Ok(())
@@ -215,8 +215,17 @@ fn member(
     let root = members[0];
     if !sent {
         let sys = system_of(inner, root)?;
-        sys.put(reduce_offset(size, group, pos), send.as_ptr(), send.len())?;
-        sys.notify(reduce_word(gmax, size, group, pos), epoch)?;
+        sys.put(
+            reduce_offset(size, group, pos),
+            send.as_ptr(),
+            send.len(),
+            crate::transport::Via::INTERNAL,
+        )?;
+        sys.notify(
+            reduce_word(gmax, size, group, pos),
+            epoch,
+            crate::transport::Via::INTERNAL,
+        )?;
     }
     let word = reduce_word(gmax, size, group, size);
     wait_word(inner, &[word], epoch, members, &[root], deadline)?;

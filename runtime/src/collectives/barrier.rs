@@ -105,7 +105,7 @@ fn signal(inner: &Inner, to: Rank, word: u32, epoch: u32) -> Result<()> {
             rank: to,
             reason: "its system segment is not reachable from here".into(),
         })?;
-    seg.notify(word, epoch)
+    seg.notify(word, epoch, crate::transport::Via::INTERNAL)
 }
 
 #[cfg(test)]

@@ -164,7 +164,12 @@ impl Inner {
                 // SAFETY: `bounce` lives until after the synchronize below.
                 unsafe { gpu::copy_unified(stream, bounce.as_mut_ptr() as u64, src, len)? };
                 gpu::synchronize(stream)?;
-                r.put(remote_offset, bounce.as_ptr(), len)?;
+                r.put(
+                    remote_offset,
+                    bounce.as_ptr(),
+                    len,
+                    crate::transport::Via::INTERNAL,
+                )?;
             }
         }
         qs.pending.store(true, Ordering::Relaxed);

@@ -149,7 +149,7 @@ impl RemoteSegment for CudaIpcSegment {
         self.notifications.count()
     }
 
-    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+    fn put(&self, offset: u64, src: *const u8, len: usize, _via: super::Via<'_>) -> Result<()> {
         let (data, stream) = self.opened()?;
         let dst = data.device_ptr() + offset;
         // SAFETY: the caller checked offset + len <= size and that `src` is
@@ -166,7 +166,7 @@ impl RemoteSegment for CudaIpcSegment {
         Ok(())
     }
 
-    fn notify(&self, id: u32, value: u32) -> Result<()> {
+    fn notify(&self, id: u32, value: u32, _via: super::Via<'_>) -> Result<()> {
         let Some(at) = self.device_words_offset else {
             return self
                 .notifications
@@ -254,7 +254,7 @@ impl RemoteSegment for OwnGpuSegment {
         self.0.notifications.count()
     }
 
-    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+    fn put(&self, offset: u64, src: *const u8, len: usize, _via: super::Via<'_>) -> Result<()> {
         // SAFETY: the caller guarantees `src` is valid for `len` bytes.
         self.0
             .copy_in(offset, unsafe { std::slice::from_raw_parts(src, len) })
@@ -266,7 +266,7 @@ impl RemoteSegment for OwnGpuSegment {
             .copy_out(offset, unsafe { std::slice::from_raw_parts_mut(dst, len) })
     }
 
-    fn notify(&self, id: u32, value: u32) -> Result<()> {
+    fn notify(&self, id: u32, value: u32, _via: super::Via<'_>) -> Result<()> {
         let area = &self.0.notifications;
         match &self.0.device_words {
             Some(words) => {

@@ -9,15 +9,33 @@
 //!
 //! Today: [`shared_memory`] for ranks on the same host, which reaches a
 //! peer's GPU segments through [`cuda_ipc`] and copies large writes with
-//! the help of a waiting target through [`assisted_copy`]. Both also hand out a
-//! [`GpuView`]: the unified addresses a GPU copy or a kernel uses, the seam
-//! through which the GPU path (`crate::gpu`) reaches any target. A network
-//! transport will answer `gpu_view` with `data: None`, and the GPU path then
-//! stages through host memory, as it does for bound memory today.
+//! the help of a waiting target through [`assisted_copy`]; and [`tcp`] for
+//! ranks on other hosts (or every peer, with `GASPI_TRANSPORT=tcp`), whose
+//! requests the target's progress engine applies. The same-host ones also
+//! hand out a [`GpuView`]: the unified addresses a GPU copy or a kernel
+//! uses, the seam through which the GPU path (`crate::gpu`) reaches any
+//! target. The network transport answers `gpu_view` with `data: None`, and
+//! the GPU path then stages through host memory, as it does for bound
+//! memory.
+//!
+//! # Posted now, complete later
+//!
+//! Every request is posted [`Via`] the queue it belongs to (or none: the
+//! runtime's own collectives, which complete by their own notifications).
+//! A transport whose requests complete when the call returns (shared
+//! memory) ignores it. One whose requests complete later (TCP) counts each
+//! request against its queue and target in `queue::Outstanding` when it posts
+//! it and settles it when the target reports it applied (or failed: the
+//! failure is kept, naming the target, for the next `wait`). `wait(queue)`
+//! then waits for exactly what was posted on that queue. The transport's
+//! contract on order: a `notify` is applied after every `put` posted
+//! before it to the same rank, and a read's local notification is set
+//! after the data of every read posted before it to the same rank.
 
 pub(crate) mod assisted_copy;
 pub(crate) mod cuda_ipc;
 pub(crate) mod shared_memory;
+pub(crate) mod tcp;
 
 use crate::error::Result;
 use crate::segment::SegmentDescriptor;
@@ -47,6 +65,24 @@ pub(crate) struct GpuView {
     pub mapped_in: Option<u32>,
 }
 
+/// What a posted request belongs to: the queue it was posted on (its
+/// completion is counted there), or nothing (the runtime's own traffic).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Via<'a> {
+    /// The queue and its index, `None` for internal traffic.
+    pub queue: Option<&'a crate::queue::QueueState>,
+}
+
+impl<'a> Via<'a> {
+    /// Internal traffic: collectives and staging, completed by other means.
+    pub const INTERNAL: Via<'static> = Via { queue: None };
+
+    /// A request posted on `q`.
+    pub fn queue(q: &'a crate::queue::QueueState) -> Via<'a> {
+        Via { queue: Some(q) }
+    }
+}
+
 /// A way to reach the segments of one peer.
 pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Short name for logs and benchmark records.
@@ -58,6 +94,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn attach(
         &self,
         owner: Rank,
+        seg: u8,
         desc: &SegmentDescriptor,
         home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>>;
@@ -108,19 +145,57 @@ impl HostDirect<'_> {
 ///
 /// Callers have checked offsets, sizes, ids and values; implementations may
 /// assume valid arguments. `put` returns once the data is in place at the
-/// target (shared memory) or, for asynchronous transports, once it is
-/// ordered before any later `notify` on the same remote segment.
+/// target (shared memory) or, for asynchronous transports, once the bytes
+/// are copied out of `src` (the caller may reuse it) and ordered before any
+/// later `notify` to the same rank; `wait` on its queue then reports it
+/// applied (see [`Via`]).
 pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// Bytes of data.
     fn size(&self) -> u64;
     /// Number of notification words.
     fn notification_count(&self) -> u32;
     /// Copies `len` bytes from local memory at `src` to `offset`.
-    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()>;
-    /// Copies `len` bytes from `offset` to local memory at `dst`.
+    fn put(&self, offset: u64, src: *const u8, len: usize, via: Via<'_>) -> Result<()>;
+    /// Copies `len` bytes from `offset` to local memory at `dst`; the data
+    /// is there when it returns, on every transport (GPU staging uses it).
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()>;
     /// Sets notification `id` to `value`, after everything put before.
-    fn notify(&self, id: u32, value: u32) -> Result<()>;
+    fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()>;
+    /// Whether requests complete after the call returns (at `wait`).
+    fn completes_later(&self) -> bool {
+        false
+    }
+    /// Reads `len` bytes at `offset` into local segment `into` at
+    /// `into_offset` (both checked), complete when it returns or, where
+    /// [`Self::completes_later`], by the next `wait` on the queue.
+    fn post_get(
+        &self,
+        offset: u64,
+        into: &Arc<crate::segment::LocalSegment>,
+        into_offset: u64,
+        len: usize,
+        _via: Via<'_>,
+    ) -> Result<()> {
+        // SAFETY: the caller checked into_offset + len against `into`,
+        // which the Arc keeps alive and mapped for the copy.
+        let dst = unsafe { into.data().add(into_offset as usize) };
+        self.get(offset, dst, len)
+    }
+    /// Sets notification `id` of local segment `seg` to `value` once every
+    /// read posted before to this segment's owner has landed: at once
+    /// where reads complete in the call, else when the owner's answer to
+    /// this request, which follows theirs, arrives.
+    fn post_read_notify(
+        &self,
+        seg: &Arc<crate::segment::LocalSegment>,
+        id: u32,
+        value: u32,
+        _via: Via<'_>,
+    ) -> Result<()> {
+        seg.notifications
+            .set(id, value)
+            .map_err(|e| crate::error::Error::Protocol(format!("read notification: {e}")))
+    }
     /// Applies `op` to the u64 at `offset` (8-byte aligned and in bounds,
     /// checked by the caller) with a hardware atomic and returns its old
     /// value; `Ok(None)` when this transport cannot reach the word with one

@@ -60,6 +60,7 @@ impl Transport for SharedMemoryTransport {
     fn attach(
         &self,
         _owner: Rank,
+        _seg: u8,
         desc: &SegmentDescriptor,
         home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>> {
@@ -119,7 +120,7 @@ impl RemoteSegment for SharedMemorySegment {
         self.instance
     }
 
-    fn put(&self, offset: u64, src: *const u8, len: usize) -> Result<()> {
+    fn put(&self, offset: u64, src: *const u8, len: usize, _via: super::Via<'_>) -> Result<()> {
         match &self.data {
             Data::Mapped { ptr } => {
                 // SAFETY: the caller checked offset + len <= size; the mapping
@@ -171,7 +172,7 @@ impl RemoteSegment for SharedMemorySegment {
         }
     }
 
-    fn notify(&self, id: u32, value: u32) -> Result<()> {
+    fn notify(&self, id: u32, value: u32, _via: super::Via<'_>) -> Result<()> {
         // The release store inside `set` orders it after the copies above.
         self.notifications
             .set(id, value)

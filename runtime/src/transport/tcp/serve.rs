@@ -1,0 +1,218 @@
+//! Both ends of the TCP transport inside the progress engine: applying a
+//! peer's requests to this rank's segments, and taking the answers to this
+//! rank's own requests.
+//!
+//! A request is applied through this rank's own view of its segment (the
+//! entry `tables.remote[me][seg]` every segment gets at creation, the
+//! system segment included), so host and GPU segments, and every
+//! placement of notification words, take the same path as a rank writing
+//! to itself. Everything a peer sends is checked here again (segment,
+//! bounds, notification id and value) before a byte moves: a buggy or
+//! hostile peer cannot write outside a segment. A refused request is
+//! answered with its reason, which the sender's next `wait` on that queue
+//! returns as `Error::Refused` naming this rank.
+
+use super::PostedRead;
+use crate::context::Inner;
+use crate::error::Error;
+use crate::transport::{RemoteSegment, Via};
+use crate::types::Rank;
+use crate::wire::Message;
+use std::sync::Arc;
+
+type Outcome<T = ()> = std::result::Result<T, String>;
+
+/// This rank's own view of its segment `seg`, or why there is none.
+fn own_segment(inner: &Inner, seg: u8) -> Outcome<Arc<dyn RemoteSegment>> {
+    inner.tables.load().remote[inner.rank.0 as usize][seg as usize]
+        .as_ref()
+        .map(|e| e.segment().clone())
+        .ok_or_else(|| format!("segment {seg} of {} does not exist", inner.rank))
+}
+
+fn check_range(s: &dyn RemoteSegment, seg: u8, offset: u64, len: u64) -> Outcome {
+    match offset.checked_add(len) {
+        Some(end) if end <= s.size() => Ok(()),
+        _ => Err(format!(
+            "bytes {offset}..+{len} lie outside segment {seg} ({} bytes)",
+            s.size()
+        )),
+    }
+}
+
+fn check_word(s: &dyn RemoteSegment, seg: u8, id: u32, value: u32) -> Outcome {
+    if value == 0 {
+        return Err("notification value 0".into());
+    }
+    if id >= s.notification_count() {
+        return Err(format!(
+            "notification {id} is outside segment {seg} ({} words)",
+            s.notification_count()
+        ));
+    }
+    Ok(())
+}
+
+/// Answers a request posted on `queue` (if any) with its outcome.
+fn settle(inner: &Inner, from: Rank, queue: Option<u8>, outcome: Outcome, what: &str) {
+    match (queue, outcome) {
+        (Some(queue), outcome) => {
+            let failure = outcome.err();
+            let _ = inner.send(
+                from,
+                &Message::Settled {
+                    queue,
+                    count: 1,
+                    failure,
+                },
+            );
+        }
+        (None, Err(reason)) => tracing::warn!("{from}'s {what} refused: {reason}"),
+        (None, Ok(())) => {}
+    }
+}
+
+/// A peer's `Put`.
+pub(crate) fn put(
+    inner: &Inner,
+    from: Rank,
+    queue: Option<u8>,
+    seg: u8,
+    offset: u64,
+    data: &[u8],
+    notify: Option<(u32, u32)>,
+) {
+    let outcome = (|| {
+        let s = own_segment(inner, seg)?;
+        check_range(&*s, seg, offset, data.len() as u64)?;
+        if let Some((id, value)) = notify {
+            check_word(&*s, seg, id, value)?;
+        }
+        s.put(offset, data.as_ptr(), data.len(), Via::INTERNAL)
+            .map_err(|e| e.to_string())?;
+        if let Some((id, value)) = notify {
+            s.notify(id, value, Via::INTERNAL)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })();
+    settle(inner, from, queue, outcome, "write");
+}
+
+/// A peer's `Notify`.
+pub(crate) fn notify(inner: &Inner, from: Rank, queue: Option<u8>, seg: u8, id: u32, value: u32) {
+    let outcome = (|| {
+        let s = own_segment(inner, seg)?;
+        check_word(&*s, seg, id, value)?;
+        s.notify(id, value, Via::INTERNAL)
+            .map_err(|e| e.to_string())
+    })();
+    settle(inner, from, queue, outcome, "notification");
+}
+
+/// A peer's `Get`: answered with the bytes or the reason.
+pub(crate) fn get(inner: &Inner, from: Rank, token: u64, seg: u8, offset: u64, len: u64) {
+    let result = (|| {
+        let s = own_segment(inner, seg)?;
+        check_range(&*s, seg, offset, len)?;
+        if len > super::PIECE as u64 {
+            return Err(format!("a read of {len} bytes in one request"));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        s.get(offset, bytes.as_mut_ptr(), bytes.len())
+            .map_err(|e| e.to_string())?;
+        Ok(serde_bytes::ByteBuf::from(bytes))
+    })();
+    let _ = inner.send(from, &Message::Data { token, result });
+}
+
+/// A peer's `Fence`: answered after everything it sent before.
+pub(crate) fn fence(inner: &Inner, from: Rank, token: u64) {
+    let _ = inner.send(
+        from,
+        &Message::Reply {
+            token,
+            result: Ok(()),
+        },
+    );
+}
+
+/// The answer to one of this rank's `Get`s.
+pub(crate) fn data(
+    inner: &Inner,
+    from: Rank,
+    token: u64,
+    result: std::result::Result<serde_bytes::ByteBuf, String>,
+) {
+    let Some(read) = inner.posted_reads.remove(token) else {
+        return; // purged, or its owner was found gone meanwhile
+    };
+    match read {
+        PostedRead::Buffer(_, slot) => slot.fill(result.map(|b| b.into_vec())),
+        PostedRead::Into {
+            owner,
+            queue,
+            into,
+            offset,
+            len,
+        } => {
+            let outcome = match result {
+                Ok(bytes) if bytes.len() == len => into
+                    .copy_in(offset, &bytes)
+                    .map_err(|e| format!("copying the data in: {e}")),
+                Ok(bytes) => Err(format!("{} bytes for a read of {len}", bytes.len())),
+                Err(reason) => Err(reason),
+            };
+            let failure = outcome.err().map(|reason| Error::Refused {
+                rank: owner,
+                reason,
+            });
+            settle_local(inner, owner, Some(queue), failure);
+        }
+        PostedRead::Notify { .. } => {
+            tracing::warn!("{from} answered a fence with data; ignored");
+        }
+    }
+}
+
+/// The answer to a `Fence` (a `Reply`); false when `token` was no fence.
+pub(crate) fn fence_answered(inner: &Inner, token: u64) -> bool {
+    let Some(PostedRead::Notify {
+        owner,
+        queue,
+        seg,
+        id,
+        value,
+    }) = inner.posted_reads.take_fence(token)
+    else {
+        return false;
+    };
+    let failure = seg
+        .notifications
+        .set(id, value)
+        .err()
+        .map(|e| Error::Refused {
+            rank: inner.rank,
+            reason: format!("setting the read notification: {e}"),
+        });
+    settle_local(inner, owner, queue, failure);
+    true
+}
+
+fn settle_local(inner: &Inner, owner: Rank, queue: Option<u32>, failure: Option<Error>) {
+    if let Some(q) = queue.and_then(|q| inner.queues.get(q as usize)) {
+        q.outstanding.settle(owner, 1, failure);
+    } else if let Some(e) = failure {
+        tracing::warn!("{e}");
+    }
+}
+
+/// A peer's answer to `count` requests this rank posted on `queue`.
+pub(crate) fn settled(inner: &Inner, from: Rank, queue: u8, count: u32, failure: Option<String>) {
+    let Some(q) = inner.queues.get(queue as usize) else {
+        tracing::warn!("{from} settled requests of a queue {queue} that does not exist");
+        return;
+    };
+    let failure = failure.map(|reason| Error::Refused { rank: from, reason });
+    q.outstanding.settle(from, count as u64, failure);
+}
