@@ -643,3 +643,105 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("binding an ephemeral port")
 }
+
+/// Hosts for multi-host tests: network namespaces on this machine, each
+/// with its own address on one private subnet, joined by a bridge that
+/// lives in a namespace of its own (nothing of the machine's own network
+/// is touched). Removed, with everything in them, when dropped.
+///
+/// Needs root and `ip` (iproute2); [`NetNamespaces::create`] says why not
+/// where it cannot run, for the test to [`skip`].
+pub struct NetNamespaces {
+    /// Namespace of host `i`.
+    pub names: Vec<String>,
+    /// Address of host `i`.
+    pub addrs: Vec<std::net::Ipv4Addr>,
+    switch: String,
+}
+
+impl NetNamespaces {
+    /// Makes `n` hosts, or says why it cannot.
+    pub fn create(n: usize) -> Result<NetNamespaces, String> {
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("creating network namespaces needs root".into());
+        }
+        let ip_works = Command::new("ip")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ip_works {
+            return Err("`ip` (iproute2) is not installed".into());
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}x{k}", std::process::id() % 100_000);
+        let subnet = ((std::process::id() as u64 * 7 + k * 13) % 250) as u8 + 1;
+        let ns = NetNamespaces {
+            names: (0..n).map(|i| format!("gaspi-{id}-h{i}")).collect(),
+            addrs: (0..n)
+                .map(|i| std::net::Ipv4Addr::new(10, 213, subnet, i as u8 + 1))
+                .collect(),
+            switch: format!("gaspi-{id}-sw"),
+        };
+        ns.build().map(|_| ns)
+    }
+
+    fn build(&self) -> Result<(), String> {
+        let ip = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            Ok(())
+        };
+        let sw = self.switch.as_str();
+        ip(&["netns", "add", sw])?;
+        ip(&["-n", sw, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", sw, "link", "set", "br0", "up"])?;
+        for (i, (name, addr)) in self.names.iter().zip(&self.addrs).enumerate() {
+            let (inside, outside) = (format!("eth{i}"), format!("port{i}"));
+            ip(&["netns", "add", name])?;
+            ip(&["-n", name, "link", "set", "lo", "up"])?;
+            ip(&[
+                "-n", name, "link", "add", &inside, "type", "veth", "peer", "name", &outside,
+                "netns", sw,
+            ])?;
+            ip(&["-n", sw, "link", "set", &outside, "master", "br0"])?;
+            ip(&["-n", sw, "link", "set", &outside, "up"])?;
+            ip(&[
+                "-n",
+                name,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                &inside,
+            ])?;
+            ip(&["-n", name, "link", "set", &inside, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// `program` run inside host `i`'s namespace.
+    pub fn command(&self, i: usize, program: &Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.names[i]]).arg(program);
+        cmd
+    }
+}
+
+impl Drop for NetNamespaces {
+    fn drop(&mut self) {
+        for name in self.names.iter().chain(std::iter::once(&self.switch)) {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}

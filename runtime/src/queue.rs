@@ -31,6 +31,10 @@ pub(crate) struct QueueState {
 /// failure a target reported since the last `wait`.
 #[derive(Debug, Default)]
 pub(crate) struct Outstanding {
+    /// Whether `state` holds anything (requests or a failure): lets `wait`
+    /// on a queue that never used such a transport skip the lock, which
+    /// the shared-memory round trip would feel.
+    busy: AtomicBool,
     state: std::sync::Mutex<OutstandingState>,
     cv: std::sync::Condvar,
 }
@@ -48,6 +52,7 @@ impl Outstanding {
     /// answer may come before the sender runs again).
     pub fn add(&self, rank: Rank, n: u64) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.busy.store(true, Ordering::Release);
         match s.pending.iter_mut().find(|(r, _)| *r == rank) {
             Some((_, c)) => *c += n,
             None => s.pending.push((rank, n)),
@@ -68,6 +73,10 @@ impl Outstanding {
         if let Some(f) = failure {
             s.failure.get_or_insert(f);
         }
+        self.busy.store(
+            !s.pending.is_empty() || s.failure.is_some(),
+            Ordering::Release,
+        );
         drop(s);
         self.cv.notify_all();
     }
@@ -88,9 +97,13 @@ impl Outstanding {
         deadline: Option<std::time::Instant>,
         gone: impl Fn(Rank) -> Option<Error>,
     ) -> Result<()> {
+        if !self.busy.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if s.pending.is_empty() {
+                self.busy.store(false, Ordering::Release);
                 return match s.failure.take() {
                     Some(e) => Err(e),
                     None => Ok(()),
@@ -100,6 +113,7 @@ impl Outstanding {
                 // Those requests will never be settled: forget them.
                 s.pending.clear();
                 s.failure = None;
+                self.busy.store(false, Ordering::Release);
                 return Err(e);
             }
             let nap = match deadline {
@@ -122,6 +136,7 @@ impl Outstanding {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.pending.clear();
         s.failure = None;
+        self.busy.store(false, Ordering::Release);
     }
 }
 
