@@ -730,6 +730,17 @@ impl NetNamespaces {
         Ok(())
     }
 
+    /// Cuts host `i` off the network (its port on the bridge goes down):
+    /// its packets and those to it are dropped, nothing is closed.
+    pub fn cut(&self, i: usize) {
+        let port = format!("port{i}");
+        let ok = Command::new("ip")
+            .args(["-n", &self.switch, "link", "set", &port, "down"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "could not cut host {i} off");
+    }
+
     /// `program` run inside host `i`'s namespace.
     pub fn command(&self, i: usize, program: &Path) -> Command {
         let mut cmd = Command::new("ip");

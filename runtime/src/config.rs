@@ -85,7 +85,19 @@ pub struct Config {
     /// takes TCP for every other rank, even on this host (to test or
     /// measure the network path on one machine).
     pub transport: TransportChoice,
+    /// How long a peer's host may leave this rank's traffic unanswered
+    /// (no acknowledgement of data sent, no answer to keep-alive probes)
+    /// before the peer is declared dead (`GASPI_PEER_TIMEOUT_MS`, default
+    /// [`DEFAULT_PEER_TIMEOUT`]). The answers come from the peer's kernel,
+    /// not its process: a stopped or busy rank is never declared dead by
+    /// it, only a host that is gone or cut off (decision 0018).
+    pub peer_timeout: Duration,
 }
+
+/// Default of [`Config::peer_timeout`]: 90 s, far above any timeout a
+/// program or test gives a call, so only a host that is really gone trips
+/// it.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Which transport reaches the other ranks (see [`Config::transport`]).
 ///
@@ -206,6 +218,7 @@ impl Default for Config {
             gpu_notifications: NotificationPlacement::HostMapped,
             copy_assist_min: None,
             transport: TransportChoice::Auto,
+            peer_timeout: DEFAULT_PEER_TIMEOUT,
         }
     }
 }
@@ -264,10 +277,20 @@ impl Config {
         if let Some(v) = env_u64("GASPI_COPY_ASSIST_MIN")? {
             c.copy_assist_min = Some(v);
         }
+        if let Some(v) = env_u64("GASPI_PEER_TIMEOUT_MS")? {
+            c.peer_timeout = Duration::from_millis(v);
+        }
         if let Ok(v) = std::env::var("GASPI_TRANSPORT") {
             c.transport = v.parse()?;
         }
         Ok(c)
+    }
+
+    /// Sets how long an unanswering host is given (see
+    /// [`Config::peer_timeout`]).
+    pub fn peer_timeout(mut self, t: Duration) -> Self {
+        self.peer_timeout = t;
+        self
     }
 
     /// Chooses how other ranks are reached (see [`Config::transport`]).

@@ -504,6 +504,7 @@ impl Gaspi {
                         .try_clone()
                         .map_err(|e| Error::io("cloning a control socket", e))?;
                     readers.push((Rank(ep.rank), reader));
+                    crate::control::watch_liveness(&c, config.peer_timeout)?;
                     Some(ControlOut::new(c)?)
                 }
                 None => None,

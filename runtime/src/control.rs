@@ -144,6 +144,47 @@ impl ControlOut {
     }
 }
 
+/// Has the kernel declare the connection dead when the peer's host leaves
+/// data unacknowledged, or keep-alive probes unanswered, for `timeout`:
+/// the heartbeat of decision 0018. The peer's kernel answers both, so a
+/// stopped process does not trip it, while a host that is powered off or
+/// cut from the network does; the progress engine then sees the
+/// connection fail and marks the rank dead.
+pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()> {
+    let ms = timeout.as_millis().clamp(1000, u32::MAX as u128) as libc::c_int;
+    // Probe after a third of the time idle, then every sixth: the user
+    // timeout, not the probe count, decides.
+    let idle = (ms / 3000).max(1);
+    let interval = (ms / 6000).max(1);
+    let fd = stream.as_raw_fd();
+    let set = |level: libc::c_int, name: libc::c_int, value: libc::c_int| {
+        // SAFETY: `fd` is an open TCP socket (borrowed from `stream` for
+        // the call); the option value is a c_int that lives across it.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::io(
+                "setting the liveness options of a control socket",
+                std::io::Error::last_os_error(),
+            ))
+        }
+    };
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, interval)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 6)?;
+    set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
+}
+
 impl Outbox {
     /// Writes from the front of the pending bytes until the socket is full.
     fn flush(&mut self) -> std::io::Result<()> {

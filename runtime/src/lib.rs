@@ -57,7 +57,9 @@ mod types;
 mod wire;
 
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
-pub use config::{Config, NotificationPlacement, TransportChoice, LONG_SPIN, SHORT_SPIN};
+pub use config::{
+    Config, NotificationPlacement, TransportChoice, DEFAULT_PEER_TIMEOUT, LONG_SPIN, SHORT_SPIN,
+};
 pub use context::Gaspi;
 pub use error::{Error, Result, Side};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for

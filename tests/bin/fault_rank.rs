@@ -81,6 +81,18 @@ enum Cmd {
         #[arg(long, default_value_t = 3000)]
         linger_ms: u64,
     },
+    /// Three ranks, rank 2 on another host. After a barrier every rank
+    /// prints `ready` and waits for `cut_file` to exist (the test cuts
+    /// rank 2's host off the network first). Ranks 0 and 1 then enter a
+    /// barrier of all ranks with `Timeout::Block`, which must fail with
+    /// PeerDead naming rank 2 (figure `detect_ms`, about
+    /// `GASPI_PEER_TIMEOUT_MS`), and carry on: a write_notify to each other
+    /// and a barrier of a new group of the two. Rank 2 ends when it finds
+    /// itself cut off.
+    Unreachable {
+        #[arg(long)]
+        cut_file: std::path::PathBuf,
+    },
 }
 
 fn main() {
@@ -96,6 +108,7 @@ fn main() {
             stop_ms,
         } => stopped_passive(timeout_ms, stop_ms),
         Cmd::DeadMember { victim, linger_ms } => dead_member(victim, linger_ms),
+        Cmd::Unreachable { cut_file } => unreachable(&cut_file),
     };
     if let Err(e) = result {
         let rank = std::env::var("GASPI_RANK").unwrap_or_else(|_| "?".into());
@@ -383,4 +396,66 @@ fn ensure_sum(got: u64, want: u64) -> gaspi::Result<()> {
         )));
     }
     Ok(())
+}
+
+fn unreachable(cut_file: &std::path::Path) -> Res {
+    let g = init()?;
+    ensure!(g.size() == 3, "needs 3 ranks");
+    let seg = g.segment_create(
+        SegId(0),
+        4096,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Ms(60_000),
+    )?;
+    g.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    say(&g, "ready");
+    let start = Instant::now();
+    while !cut_file.exists() {
+        ensure!(start.elapsed() < Duration::from_secs(60), "never cut off");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let me = g.rank().0;
+    let t = Instant::now();
+    let r = g.barrier(Group::ALL, Timeout::Block);
+    if me == 2 {
+        say(&g, format!("cut off: {r:?}"));
+        std::process::exit(0);
+    }
+    figure(&g, "detect_ms", t.elapsed().as_millis());
+    ensure!(
+        matches!(r, Err(Error::PeerDead { rank: Rank(2) })),
+        "the barrier with a host cut off returned {r:?}"
+    );
+    ensure!(
+        g.state_vec() == [RankState::Healthy, RankState::Healthy, RankState::Corrupt],
+        "state vector {:?}",
+        g.state_vec()
+    );
+    // The two on the healthy host carry on.
+    let other = Rank(1 - me);
+    seg.write(0, &[u64::from(me) + 7])?;
+    g.write_notify(
+        SegId(0),
+        0,
+        other,
+        SegId(0),
+        64,
+        8,
+        NotifyId(3),
+        1,
+        Queue(0),
+    )?;
+    g.wait(Queue(0), Timeout::Ms(60_000))?;
+    let id = g.notify_waitsome(SegId(0), NotifyId(3), 1, Timeout::Ms(60_000))?;
+    g.notify_reset(SegId(0), id)?;
+    let got: Vec<u64> = seg.read_vec(64, 1)?;
+    ensure!(got[0] == u64::from(1 - me) + 7, "got {got:?}");
+    let pair = g.group_create()?;
+    g.group_add(pair, Rank(0))?;
+    g.group_add(pair, Rank(1))?;
+    g.group_commit(pair, Timeout::Ms(60_000))?;
+    g.barrier(pair, Timeout::Ms(60_000))?;
+    say(&g, "ok carried on");
+    std::process::exit(0);
 }

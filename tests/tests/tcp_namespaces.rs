@@ -5,7 +5,9 @@
 //! unchanged. Needs root and iproute2: skipped with a printed reason where
 //! they are missing.
 
-use gaspi_tests::{clean_env, fresh_tag, rank_bin, run_all, skip, NetNamespaces, Outcome};
+use gaspi_tests::{
+    clean_env, fresh_tag, rank_bin, run_all, skip, NetNamespaces, Outcome, Running, TempDir,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -55,6 +57,41 @@ fn across(hosts: &NetNamespaces, per_host: u32, program: &Path, args: &[&str]) -
     outs
 }
 
+/// The commands of a job whose rank `r` runs on host `place[r]`, with the
+/// variables gaspi-run would give it; rank 0's host holds the rendezvous.
+fn rank_commands(
+    hosts: &NetNamespaces,
+    place: &[usize],
+    program: &Path,
+    args: &[&str],
+) -> Vec<std::process::Command> {
+    let n = place.len();
+    let key: String = (0..32)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect();
+    let rendezvous = format!("{}:47123", hosts.addrs[place[0]]);
+    (0..n)
+        .map(|r| {
+            let host = place[r];
+            let local: Vec<usize> = (0..n).filter(|&q| place[q] == host).collect();
+            let mut cmd = hosts.command(host, program);
+            clean_env(&mut cmd);
+            cmd.env("GASPI_RANK", r.to_string())
+                .env("GASPI_SIZE", n.to_string())
+                .env(
+                    "GASPI_LOCAL_RANK",
+                    local.iter().position(|&q| q == r).unwrap_or(0).to_string(),
+                )
+                .env("GASPI_LOCAL_SIZE", local.len().to_string())
+                .env("GASPI_RENDEZVOUS", &rendezvous)
+                .env("GASPI_JOB_KEY", &key)
+                .env("GASPI_LOG", "info")
+                .args(args);
+            cmd
+        })
+        .collect()
+}
+
 #[test]
 fn a_job_across_two_hosts_mixes_shared_memory_and_tcp() {
     let hosts = match NetNamespaces::create(2) {
@@ -72,5 +109,59 @@ fn a_job_across_two_hosts_mixes_shared_memory_and_tcp() {
         "groups",
     ] {
         across(&hosts, 2, &model_bin(), &[scenario]);
+    }
+}
+
+#[test]
+fn a_host_cut_off_the_network_is_declared_dead_after_the_peer_timeout_and_the_rest_carry_on() {
+    let name =
+        "a_host_cut_off_the_network_is_declared_dead_after_the_peer_timeout_and_the_rest_carry_on";
+    let hosts = match NetNamespaces::create(2) {
+        Ok(h) => h,
+        Err(why) => return skip(name, &why),
+    };
+    let dir = TempDir::new("cut");
+    let cut_file = dir.path().join("cut");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_gaspi-fault-rank"));
+    let cut_arg = cut_file.to_string_lossy().into_owned();
+    let tag = fresh_tag();
+    let mut ranks: Vec<Running> = rank_commands(
+        &hosts,
+        &[0, 0, 1],
+        &bin,
+        &["unreachable", "--cut-file", &cut_arg],
+    )
+    .into_iter()
+    .map(|mut cmd| {
+        cmd.env("GASPI_PEER_TIMEOUT_MS", "3000");
+        Running::spawn(cmd, &tag)
+    })
+    .collect();
+    for r in ranks.iter_mut() {
+        r.wait_for_lines("ready", 1, Duration::from_secs(60));
+    }
+    hosts.cut(1);
+    std::fs::write(&cut_file, b"cut").expect("writing the cut file");
+    let outs: Vec<Outcome> = ranks
+        .into_iter()
+        .map(|r| r.finish(Duration::from_secs(60)))
+        .collect();
+    for o in &outs[..2] {
+        o.assert_success();
+        assert_eq!(o.stdout_lines_with("ok carried on"), 1, "{}", o.dump());
+        let detect: u64 = o
+            .stdout
+            .lines()
+            .find_map(|l| l.split("figure detect_ms=").nth(1)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no detect_ms:\n{}", o.dump()));
+        eprintln!("cut-off host declared dead after {detect} ms");
+        // The kernel gives up after GASPI_PEER_TIMEOUT_MS (3 s) without
+        // answers; not before (a stopped rank must not trip it), and not
+        // much after.
+        assert!(
+            (2500..10_000).contains(&detect),
+            "the cut-off host was declared dead after {detect} ms\n{}",
+            o.dump()
+        );
     }
 }
