@@ -55,11 +55,32 @@ pub fn gaspi_run(rank_bin: &Path) -> PathBuf {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Example `name` of the `gaspi-examples` package, built like
+/// [`gaspi_run`] into the same target directory and profile as `rank_bin`.
+pub fn example_bin(rank_bin: &Path, name: &str) -> PathBuf {
+    build_target(
+        rank_bin,
+        &["-p", "gaspi-examples", "--example", name],
+        &format!("examples/{name}"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
+    build_target(
+        rank_bin,
+        &["-p", "gaspi", "--bin", "gaspi-run"],
+        "gaspi-run",
+    )
+}
+
+/// Builds what `what` names (cargo arguments) into the profile directory of
+/// `rank_bin`; returns `relative` in it.
+fn build_target(rank_bin: &Path, what: &[&str], relative: &str) -> Result<PathBuf, String> {
     let profile_dir = rank_bin
         .parent()
         .ok_or_else(|| format!("{} has no parent directory", rank_bin.display()))?;
-    let launcher = profile_dir.join("gaspi-run");
+    let launcher = profile_dir.join(relative);
     let profile = profile_dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -68,7 +89,7 @@ fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
     let target_dir = profile_dir.parent();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--quiet", "-p", "gaspi", "--bin", "gaspi-run"]);
+    cmd.args(["build", "--quiet"]).args(what);
     match profile.as_str() {
         "debug" => {}
         "release" => {
@@ -89,15 +110,16 @@ fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
         Ok(s) if s.success() && launcher.exists() => Ok(launcher),
         other if launcher.exists() => {
             eprintln!(
-                "warning: building gaspi-run failed ({other:?}); using the existing {}",
+                "warning: building {relative} failed ({other:?}); using the existing {}",
                 launcher.display()
             );
             Ok(launcher)
         }
         other => Err(format!(
-            "gaspi-run is not at {} and `{} build -p gaspi --bin gaspi-run` failed: {other:?}",
+            "{relative} is not at {} and `{} build {}` failed: {other:?}",
             launcher.display(),
-            cargo.to_string_lossy()
+            cargo.to_string_lossy(),
+            what.join(" ")
         )),
     }
 }

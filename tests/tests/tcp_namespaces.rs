@@ -6,7 +6,8 @@
 //! they are missing.
 
 use gaspi_tests::{
-    clean_env, fresh_tag, rank_bin, run_all, skip, NetNamespaces, Outcome, Running, TempDir,
+    clean_env, example_bin, fresh_tag, rank_bin, run_all, skip, NetNamespaces, Outcome, Running,
+    TempDir,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -163,5 +164,38 @@ fn a_host_cut_off_the_network_is_declared_dead_after_the_peer_timeout_and_the_re
             "the cut-off host was declared dead after {detect} ms\n{}",
             o.dump()
         );
+    }
+}
+
+#[test]
+fn the_matvec_job_runs_its_cpu_node_and_its_worker_on_two_hosts() {
+    let hosts = match NetNamespaces::create(2) {
+        Ok(h) => h,
+        Err(why) => {
+            return skip(
+                "the_matvec_job_runs_its_cpu_node_and_its_worker_on_two_hosts",
+                &why,
+            )
+        }
+    };
+    let matvec = example_bin(&rank_bin!(), "matvec");
+    // The worker mode this machine can run: the CPU fallback here, the GPU
+    // modes where there is one (`--mode all`).
+    let outs = across(&hosts, 1, &matvec, &["--vectors", "50000", "--json"]);
+    let records: Vec<&str> = outs[0]
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with('{') && l.contains("\"mode\""))
+        .collect();
+    assert!(!records.is_empty(), "no results:\n{}", outs[0].dump());
+    for r in records {
+        // Rank 0 checks every product against its CPU reference.
+        let err: f64 = r
+            .split("\"max_rel_err\":")
+            .nth(1)
+            .and_then(|v| v.split([',', '}']).next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no max_rel_err in {r}"));
+        assert!(err < 1e-4, "products off by {err}: {r}");
     }
 }
