@@ -56,7 +56,10 @@ mod types;
 mod wire;
 
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
-pub use config::{Config, NotificationPlacement, LONG_SPIN, SHORT_SPIN};
+pub use config::{
+    Config, NotificationPlacement, DEFAULT_SEGMENT_SIZE_MAX, LONG_SPIN, SEGMENT_SIZE_CEILING,
+    SHORT_SPIN,
+};
 pub use context::Gaspi;
 pub use error::{Error, Result, Side};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for

@@ -14,7 +14,7 @@
 //! store: the *host-mapped* placement, which works on every machine (see
 //! `gpu/` for why the others are not the default).
 
-use crate::config::NotificationPlacement;
+use crate::config::{NotificationPlacement, SEGMENT_SIZE_CEILING};
 use crate::error::{Error, Result, Side};
 use crate::gpu::device_words::{self, DeviceWords};
 use crate::types::{Rank, SegId};
@@ -58,6 +58,55 @@ pub struct SegmentDescriptor {
     pub instance: u64,
 }
 
+impl SegmentDescriptor {
+    /// Checks a descriptor a peer sent before anything is mapped from it:
+    /// the size is 1..=[`SEGMENT_SIZE_CEILING`], the data
+    /// (`data_offset + size`), GPU notification words and notification
+    /// area lie inside the memory their descriptors name, all without
+    /// overflow. A peer's descriptor is never trusted: a size that wrapped
+    /// on its side would otherwise let this rank's writes (checked only
+    /// against `size`) land outside the mapping.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Protocol(format!("segment descriptor: {what}")));
+        if self.size == 0 {
+            return bad("size 0".into());
+        }
+        if self.size > SEGMENT_SIZE_CEILING {
+            return Err(Error::SegmentTooLarge {
+                size: self.size,
+                max: SEGMENT_SIZE_CEILING,
+            });
+        }
+        if !crate::ops::fits(self.data_offset, self.size, self.data.len()) {
+            return bad(format!(
+                "data {}+{} outside its {} bytes",
+                self.data_offset,
+                self.size,
+                self.data.len()
+            ));
+        }
+        let area = NotificationArea::bytes_for(self.notification_count) as u64;
+        if !crate::ops::fits(self.notifications_offset, area, self.notifications.len()) {
+            return bad(format!(
+                "notification area {}+{area} outside its {} bytes",
+                self.notifications_offset,
+                self.notifications.len()
+            ));
+        }
+        if let Some(at) = self.device_words_offset {
+            let words = 4 * u64::from(self.notification_count);
+            let end = self.data_offset.checked_add(at);
+            if at < self.size || !end.is_some_and(|e| crate::ops::fits(e, words, self.data.len())) {
+                return bad(format!(
+                    "GPU notification words at {at} outside the data's {} bytes",
+                    self.data.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A fresh [`SegmentDescriptor::instance`] (never 0).
 fn next_instance() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -66,8 +115,75 @@ fn next_instance() -> u64 {
 
 const PAGE: usize = 4096;
 
-fn round_up(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
+/// The size of a new segment as a `usize`, checked: not 0 and at most
+/// [`SEGMENT_SIZE_CEILING`] (the configured maximum is checked before, by
+/// the calls of [`crate::Gaspi`]), so every size computed from it below
+/// stays far from overflow.
+pub(crate) fn checked_segment_size(size: u64) -> Result<usize> {
+    if size == 0 {
+        return Err(Error::ZeroSize { what: "a segment" });
+    }
+    let too_large = Error::SegmentTooLarge {
+        size,
+        max: SEGMENT_SIZE_CEILING,
+    };
+    if size > SEGMENT_SIZE_CEILING {
+        return Err(too_large);
+    }
+    usize::try_from(size).map_err(|_| too_large)
+}
+
+/// The layout of a host segment's memfd: where the notification area of
+/// `count` words starts (the first page at or past the data) and the
+/// memfd's length. Pure, with checked arithmetic throughout.
+pub(crate) fn host_layout(size: u64, count: u32) -> Result<(usize, usize)> {
+    let len = checked_segment_size(size)?;
+    let too_large = || Error::SegmentTooLarge {
+        size,
+        max: SEGMENT_SIZE_CEILING,
+    };
+    let notif_at = len.checked_next_multiple_of(PAGE).ok_or_else(too_large)?;
+    let total = notif_at
+        .checked_add(NotificationArea::bytes_for(count))
+        .ok_or_else(too_large)?;
+    Ok((notif_at, total))
+}
+
+/// The layout of a GPU segment's allocation: where its notification words
+/// start when they live in GPU memory (`words_in_gpu`: the first GPU page
+/// at or past the data), and the allocation's length (whole GPU pages of
+/// words after the data, so that gdrcopy can pin them). Pure, with checked
+/// arithmetic throughout, so it is tested without a GPU.
+pub(crate) fn gpu_layout(
+    size: u64,
+    count: u32,
+    words_in_gpu: bool,
+) -> Result<(Option<usize>, usize)> {
+    let len = checked_segment_size(size)?;
+    if !words_in_gpu {
+        return Ok((None, len));
+    }
+    let too_large = || Error::SegmentTooLarge {
+        size,
+        max: SEGMENT_SIZE_CEILING,
+    };
+    let at = device_words::words_offset(len).ok_or_else(too_large)?;
+    let alloc_len = at
+        .checked_add(device_words::mapped_len(count))
+        .ok_or_else(too_large)?;
+    Ok((Some(at), alloc_len))
+}
+
+/// The device address of `offset..offset + len` of a GPU allocation of
+/// `size` bytes at `base`, or `None` when the range does not lie in it (or
+/// an address would wrap). Pure: the GPU copies' last bound check.
+pub(crate) fn device_range(base: DevicePtr, offset: u64, len: u64, size: u64) -> Option<DevicePtr> {
+    if !crate::ops::fits(offset, len, size) {
+        return None;
+    }
+    let start = base.checked_add(offset)?;
+    start.checked_add(len)?;
+    Some(start)
 }
 
 /// The placement a GPU segment gets when `asked` is requested: `gdrcopy`
@@ -159,15 +275,12 @@ impl LocalSegment {
     /// Allocates a host segment of `size` bytes with `notification_count` words.
     pub fn alloc_host(
         id: SegId,
-        size: usize,
+        size: u64,
         notification_count: u32,
         spin: std::time::Duration,
     ) -> Result<LocalSegment> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a segment" });
-        }
-        let notif_at = round_up(size, PAGE);
-        let total = notif_at + NotificationArea::bytes_for(notification_count);
+        let (notif_at, total) = host_layout(size, notification_count)?;
+        let size = checked_segment_size(size)?;
         let shm = SharedMemory::create(&format!("seg{}", id.0), total)?;
         let desc = shm.descriptor();
         // SAFETY: notif_at + bytes_for(count) == total, the mapping's length,
@@ -212,25 +325,21 @@ impl LocalSegment {
     /// missing here, see [`resolve_placement`]).
     pub fn alloc_gpu(
         id: SegId,
-        size: usize,
+        size: u64,
         device: u32,
         notification_count: u32,
         spin: std::time::Duration,
         placement: NotificationPlacement,
     ) -> Result<LocalSegment> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a segment" });
-        }
+        // Checked before the driver is asked for anything.
+        checked_segment_size(size)?;
         let placement = resolve_placement(placement);
-        let words_at = match placement {
-            NotificationPlacement::Device | NotificationPlacement::Gdrcopy => {
-                Some(device_words::words_offset(size))
-            }
-            NotificationPlacement::HostMapped => None,
-        };
-        // Whole GPU pages of words, so that gdrcopy can pin them.
-        let alloc_len =
-            words_at.map_or(size, |at| at + device_words::mapped_len(notification_count));
+        let words_in_gpu = matches!(
+            placement,
+            NotificationPlacement::Device | NotificationPlacement::Gdrcopy
+        );
+        let (words_at, alloc_len) = gpu_layout(size, notification_count, words_in_gpu)?;
+        let size = checked_segment_size(size)?;
         let memory = GpuMemory::alloc(device, alloc_len)?;
         let stream = GpuStream::new(device)?;
         let device_words = match words_at {
@@ -313,13 +422,19 @@ impl LocalSegment {
     pub unsafe fn bind(
         id: SegId,
         data: *mut u8,
-        size: usize,
+        size: u64,
         owned: Option<Box<[u8]>>,
         notification_count: u32,
         spin: std::time::Duration,
     ) -> Result<LocalSegment> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a segment" });
+        let size = checked_segment_size(size)?;
+        let too_large = Error::SegmentTooLarge {
+            size: size as u64,
+            max: SEGMENT_SIZE_CEILING,
+        };
+        // The memory must not wrap the address space.
+        if (data as usize).checked_add(size).is_none() {
+            return Err(too_large);
         }
         let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
         Ok(LocalSegment {
@@ -436,6 +551,11 @@ impl LocalSegment {
     pub fn copy_in(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         match &self.gpu {
             None => {
+                debug_assert!(crate::ops::fits(
+                    offset,
+                    bytes.len() as u64,
+                    self.size as u64
+                ));
                 // SAFETY: the caller checked offset + len <= size; the memory
                 // lives as long as self.
                 unsafe {
@@ -448,13 +568,14 @@ impl LocalSegment {
                 Ok(())
             }
             Some(g) => {
+                let dst = self.device_range(g, offset, bytes.len())?;
                 // SAFETY: the destination range lies in the allocation
-                // (checked by the caller) and `bytes` outlives the copy,
-                // which is complete when the call returns.
+                // (device_range) and `bytes` outlives the copy, which is
+                // complete when the call returns.
                 unsafe {
                     gpu::copy_unified_blocking(
                         &g.stream,
-                        g.memory.device_ptr() + offset,
+                        dst,
                         bytes.as_ptr() as DevicePtr,
                         bytes.len(),
                     )?
@@ -462,6 +583,17 @@ impl LocalSegment {
                 Ok(())
             }
         }
+    }
+
+    /// The device address of `offset..offset + len` of this GPU segment's
+    /// data; a refusal (a bug of the caller, who checked) is reported.
+    fn device_range(&self, g: &GpuData, offset: u64, len: usize) -> Result<DevicePtr> {
+        device_range(g.memory.device_ptr(), offset, len as u64, self.size as u64).ok_or_else(|| {
+            Error::Gpu(gpu::GpuError::InvalidArgument(format!(
+                "bytes {offset}.. ({len}) lie outside {} of {} bytes",
+                self.id, self.size
+            )))
+        })
     }
 
     /// Copies from the data at `offset` into `out` (checked by the caller).
@@ -479,12 +611,13 @@ impl LocalSegment {
                 Ok(())
             }
             Some(g) => {
+                let src = self.device_range(g, offset, out.len())?;
                 // SAFETY: as in copy_in, with the roles swapped.
                 unsafe {
                     gpu::copy_unified_blocking(
                         &g.stream,
                         out.as_mut_ptr() as DevicePtr,
-                        g.memory.device_ptr() + offset,
+                        src,
                         out.len(),
                     )?
                 };
