@@ -801,3 +801,218 @@ impl Segment {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.size()) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Property tests of the pure validation behind every call that takes
+    //! a segment size, an offset or a length (issue 15, point 5).
+
+    use super::*;
+    use crate::ops::check_segment_size;
+    use proptest::prelude::*;
+
+    /// Sizes, offsets and lengths with the edges weighted in: small ones,
+    /// ones around the page, the ceiling and the maximum, and the band
+    /// near u64::MAX where page rounding used to wrap.
+    fn edgy() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            0u64..=8192,
+            any::<u64>(),
+            (0u64..=8192).prop_map(|d| u64::MAX - d),
+            (0u64..=8192).prop_map(|d| SEGMENT_SIZE_CEILING.wrapping_add(d).wrapping_sub(4096)),
+            (0u64..=8192).prop_map(|d| crate::DEFAULT_SEGMENT_SIZE_MAX
+                .wrapping_add(d)
+                .wrapping_sub(4096)),
+        ]
+    }
+
+    fn fits_u128(offset: u64, len: u64, size: u64) -> bool {
+        offset as u128 + len as u128 <= size as u128
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn a_segment_size_is_accepted_exactly_when_it_is_1_to_the_maximum(size in edgy(), max in edgy()) {
+            match check_segment_size(size, max) {
+                Ok(()) => prop_assert!(size >= 1 && size <= max),
+                Err(Error::ZeroSize { .. }) => prop_assert_eq!(size, 0),
+                Err(Error::SegmentTooLarge { size: s, max: m }) => {
+                    prop_assert!(size > max);
+                    prop_assert_eq!((s, m), (size, max));
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn host_layout_puts_the_notifications_on_the_next_page_or_refuses(size in edgy(), count in 1u32..=1 << 24) {
+            match host_layout(size, count) {
+                Ok((at, total)) => {
+                    prop_assert!((1..=SEGMENT_SIZE_CEILING).contains(&size));
+                    prop_assert!(at as u64 >= size && (at as u64) - size < PAGE as u64);
+                    prop_assert_eq!(at % PAGE, 0);
+                    prop_assert_eq!(total, at + NotificationArea::bytes_for(count));
+                }
+                Err(Error::ZeroSize { .. }) => prop_assert_eq!(size, 0),
+                Err(Error::SegmentTooLarge { size: s, max }) => {
+                    prop_assert!(size > SEGMENT_SIZE_CEILING);
+                    prop_assert_eq!((s, max), (size, SEGMENT_SIZE_CEILING));
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn gpu_layout_keeps_the_words_past_the_data_or_refuses(size in edgy(), count in 1u32..=1 << 24, in_gpu: bool) {
+            match gpu_layout(size, count, in_gpu) {
+                Ok((None, len)) => {
+                    prop_assert!(!in_gpu);
+                    prop_assert_eq!(len as u64, size);
+                }
+                Ok((Some(at), len)) => {
+                    prop_assert!(in_gpu);
+                    prop_assert!(at as u64 >= size);
+                    prop_assert_eq!(at % gpu::GPU_PAGE_SIZE, 0);
+                    prop_assert!(len >= at + 4 * count as usize);
+                    prop_assert_eq!(len % gpu::GPU_PAGE_SIZE, 0);
+                }
+                Err(Error::ZeroSize { .. }) => prop_assert_eq!(size, 0),
+                Err(Error::SegmentTooLarge { .. }) => prop_assert!(size > SEGMENT_SIZE_CEILING),
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn a_range_is_in_bounds_exactly_when_it_fits_without_wrapping(offset in edgy(), len in edgy(), size in edgy()) {
+            let fits = fits_u128(offset, len, size);
+            prop_assert_eq!(crate::ops::fits(offset, len, size), fits);
+            match check_bounds(Side::Remote, Rank(3), SegId(2), offset, len, size) {
+                Ok(()) => prop_assert!(fits),
+                Err(Error::OutOfBounds { side, rank, seg, offset: o, end, seg_size }) => {
+                    prop_assert!(!fits);
+                    prop_assert_eq!((side, rank, seg), (Side::Remote, Rank(3), SegId(2)));
+                    prop_assert_eq!((o, end, seg_size), (offset, offset.saturating_add(len), size));
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn a_gpu_copy_address_is_given_only_for_a_range_inside_the_allocation(
+            base in prop_oneof![Just(0x7f00_0000_0000u64), edgy()],
+            offset in edgy(), len in edgy(), size in edgy(),
+        ) {
+            let ok = fits_u128(offset, len, size)
+                && base as u128 + offset as u128 + len as u128 <= u64::MAX as u128;
+            match device_range(base, offset, len, size) {
+                Some(p) => {
+                    prop_assert!(ok);
+                    prop_assert_eq!(p, base + offset);
+                }
+                None => prop_assert!(!ok),
+            }
+        }
+
+        #[test]
+        fn a_peer_descriptor_is_accepted_only_when_everything_lies_in_its_memory(
+            size in edgy(), data_len in edgy(), data_offset in edgy(),
+            notif_len in edgy(), notif_offset in edgy(), count in 1u32..=1 << 20,
+            words in proptest::option::of(edgy()),
+        ) {
+            let host = HostId("h".into());
+            let desc = SegmentDescriptor {
+                size,
+                data: MemoryDescriptor::SharedFd { host: host.clone(), pid: 1, fd: 3, len: data_len },
+                data_offset,
+                notifications: MemoryDescriptor::SharedFd { host, pid: 1, fd: 4, len: notif_len },
+                notifications_offset: notif_offset,
+                notification_count: count,
+                inbox: None,
+                device_words_offset: words,
+                instance: 1,
+            };
+            let area = NotificationArea::bytes_for(count) as u64;
+            let ok = (1..=SEGMENT_SIZE_CEILING).contains(&size)
+                && fits_u128(data_offset, size, data_len)
+                && fits_u128(notif_offset, area, notif_len)
+                && words.is_none_or(|at| {
+                    at >= size
+                        && (data_offset as u128 + at as u128 + 4 * count as u128)
+                            <= data_len as u128
+                });
+            prop_assert_eq!(desc.validate().is_ok(), ok, "{:?}", desc.validate());
+        }
+
+        /// `Segment::write`/`read` on a real (small) host segment: a range
+        /// that fits is copied, one that does not is refused with
+        /// `OutOfBounds` and the memory is unchanged.
+        #[test]
+        fn segment_write_and_read_copy_ranges_that_fit_and_refuse_the_rest(
+            offset in prop_oneof![0u64..=5000, edgy()],
+            len in 0usize..=1200,
+        ) {
+            let seg = Segment {
+                inner: Arc::new(
+                    LocalSegment::alloc_host(SegId(1), 4096 + 100, 4, std::time::Duration::ZERO)
+                        .unwrap(),
+                ),
+                rank: Rank(0),
+            };
+            let size = seg.size() as u64;
+            let before: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+            seg.write(0, &before).unwrap();
+            let data = vec![0xA5u8; len];
+            let fits = fits_u128(offset, len as u64, size);
+            let off = usize::try_from(offset).unwrap();
+            let written = seg.write(off, &data);
+            let mut back = vec![0u8; len];
+            let read = seg.read(off, &mut back);
+            let after = seg.read_vec::<u8>(0, size as usize).unwrap();
+            if fits {
+                prop_assert!(written.is_ok() && read.is_ok(), "{written:?} {read:?}");
+                prop_assert_eq!(&back, &data);
+                let mut want = before.clone();
+                want[off..off + len].copy_from_slice(&data);
+                prop_assert_eq!(after, want);
+            } else {
+                let oob = |r: &Result<()>| matches!(r, Err(Error::OutOfBounds { side: Side::Local, offset: o, seg_size, .. }) if *o == offset && *seg_size == size);
+                prop_assert!(oob(&written), "{written:?}");
+                prop_assert!(oob(&read), "{read:?}");
+                prop_assert_eq!(after, before);
+                prop_assert!(back.iter().all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrapping_size_is_refused_by_every_constructor_before_anything_is_mapped() {
+        for size in [
+            u64::MAX,
+            u64::MAX - 100,
+            u64::MAX - 4095,
+            SEGMENT_SIZE_CEILING + 1,
+        ] {
+            let spin = std::time::Duration::ZERO;
+            let host = LocalSegment::alloc_host(SegId(1), size, 4, spin);
+            assert!(
+                matches!(host, Err(Error::SegmentTooLarge { size: s, .. }) if s == size),
+                "{host:?}"
+            );
+            let gpu =
+                LocalSegment::alloc_gpu(SegId(1), size, 0, 4, spin, NotificationPlacement::Device);
+            assert!(
+                matches!(gpu, Err(Error::SegmentTooLarge { size: s, .. }) if s == size),
+                "{gpu:?}"
+            );
+            let mut byte = 0u8;
+            // SAFETY: refused before the pointer is used.
+            let bound = unsafe { LocalSegment::bind(SegId(1), &mut byte, size, None, 4, spin) };
+            assert!(
+                matches!(bound, Err(Error::SegmentTooLarge { size: s, .. }) if s == size),
+                "{bound:?}"
+            );
+        }
+    }
+}

@@ -139,3 +139,282 @@ fn a_maximum_outside_its_range_is_refused_at_init() {
         );
     }
 }
+
+mod through_the_api {
+    //! Every call that takes offsets and sizes, through the public API of
+    //! a 1-rank job (the rank writes into and reads from its own
+    //! segments): a call whose ranges fit succeeds and moves exactly its
+    //! bytes; one that does not returns a typed error and changes nothing.
+
+    use gaspi::{
+        Config, Error, Gaspi, ListElem, Memory, NotifyId, Queue, Rank, SegId, Segment, Timeout,
+    };
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as RunConfig, TestRunner};
+
+    const A: SegId = SegId(0);
+    const B: SegId = SegId(1);
+    const C: SegId = SegId(2);
+    const SA: u64 = 4096 + 100;
+    const SB: u64 = 8192 + 64;
+    const SC: u64 = 1 << 16;
+    const ME: Rank = Rank(0);
+    const Q: Queue = Queue(0);
+    const ID: NotifyId = NotifyId(1);
+
+    #[derive(Debug, Clone, Copy)]
+    enum Call {
+        Write,
+        Read,
+        WriteNotify,
+        ReadNotify,
+        WriteList,
+        ReadList,
+        WriteListNotify,
+        ReadListNotify,
+        FetchAdd,
+        CompareSwap,
+        Passive,
+        SegmentWrite,
+        SegmentRead,
+    }
+
+    fn offset() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            8 => 0..SA,
+            2 => SA..SB + 200,
+            1 => (0u64..=512).prop_map(|d| d * 8),
+            1 => (0u64..=4096).prop_map(|d| u64::MAX - d),
+            1 => any::<u64>(),
+        ]
+    }
+
+    fn size() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            8 => 1u64..=400,
+            1 => Just(0),
+            1 => (0u64..=4096).prop_map(|d| u64::MAX - d),
+            1 => Just(SB + 1),
+            1 => any::<u64>(),
+        ]
+    }
+
+    fn call() -> impl Strategy<Value = Call> {
+        use Call::*;
+        prop::sample::select(vec![
+            Write,
+            Read,
+            WriteNotify,
+            ReadNotify,
+            WriteList,
+            ReadList,
+            WriteListNotify,
+            ReadListNotify,
+            FetchAdd,
+            CompareSwap,
+            Passive,
+            SegmentWrite,
+            SegmentRead,
+        ])
+    }
+
+    fn fits(offset: u64, len: u64, size: u64) -> bool {
+        offset as u128 + len as u128 <= size as u128
+    }
+
+    struct Job {
+        g: Gaspi,
+        segs: [Segment; 3],
+        /// Calls accepted and refused, to show both sides were exercised.
+        counts: std::sync::Mutex<(u32, u32)>,
+    }
+
+    impl Job {
+        fn snapshot(&self) -> [Vec<u8>; 3] {
+            self.segs
+                .clone()
+                .map(|s| s.read_vec::<u8>(0, s.size()).unwrap())
+        }
+    }
+
+    /// Runs `call`; returns whether it was accepted, after checking that
+    /// an accepted one moved its bytes as the model says and a refused one
+    /// changed nothing.
+    fn check(job: &Job, call: Call, lo: u64, ro: u64, n: u64) -> Result<(), TestCaseError> {
+        let g = &job.g;
+        let before = job.snapshot();
+        let mut want = before.clone();
+        let copy = |want: &mut [Vec<u8>; 3], from: usize, fo: u64, to: usize, t: u64, n: u64| {
+            let src = before[from][fo as usize..(fo + n) as usize].to_vec();
+            want[to][t as usize..(t + n) as usize].copy_from_slice(&src);
+        };
+        let transfer_ok = n >= 1 && fits(lo, n, SA) && fits(ro, n, SB);
+        let valid = ListElem::new(A, 0, B, 0, 16);
+        let elem = ListElem::new(A, lo, B, ro, n);
+        let notify_seg = |write: bool| if write { B } else { A };
+        let (result, ok, notified): (Result<(), Error>, bool, Option<SegId>) = match call {
+            Call::Write | Call::WriteNotify | Call::WriteList | Call::WriteListNotify => {
+                let r = match call {
+                    Call::Write => g.write(A, lo, ME, B, ro, n, Q),
+                    Call::WriteNotify => g.write_notify(A, lo, ME, B, ro, n, ID, 1, Q),
+                    Call::WriteList => g.write_list(&[valid, elem], ME, Q),
+                    _ => g.write_list_notify(&[valid, elem], ME, B, ID, 1, Q),
+                };
+                if transfer_ok {
+                    if matches!(call, Call::WriteList | Call::WriteListNotify) {
+                        copy(&mut want, 0, 0, 1, 0, 16);
+                    }
+                    copy(&mut want, 0, lo, 1, ro, n);
+                }
+                let notifies = matches!(call, Call::WriteNotify | Call::WriteListNotify);
+                (r, transfer_ok, notifies.then(|| notify_seg(true)))
+            }
+            Call::Read | Call::ReadNotify | Call::ReadList | Call::ReadListNotify => {
+                let r = match call {
+                    Call::Read => g.read(A, lo, ME, B, ro, n, Q),
+                    Call::ReadNotify => g.read_notify(A, lo, ME, B, ro, n, ID, Q),
+                    Call::ReadList => g.read_list(&[valid, elem], ME, Q),
+                    _ => g.read_list_notify(&[valid, elem], ME, A, ID, Q),
+                };
+                if transfer_ok {
+                    if matches!(call, Call::ReadList | Call::ReadListNotify) {
+                        copy(&mut want, 1, 0, 0, 0, 16);
+                    }
+                    copy(&mut want, 1, ro, 0, lo, n);
+                }
+                let notifies = matches!(call, Call::ReadNotify | Call::ReadListNotify);
+                (r, transfer_ok, notifies.then(|| notify_seg(false)))
+            }
+            Call::FetchAdd | Call::CompareSwap => {
+                let ok = ro.is_multiple_of(8) && fits(ro, 8, SB);
+                let r = if matches!(call, Call::FetchAdd) {
+                    g.atomic_fetch_add(B, ro, ME, n, Timeout::Ms(5000))
+                } else {
+                    let old = if ok {
+                        let at = ro as usize;
+                        u64::from_ne_bytes(before[1][at..at + 8].try_into().unwrap())
+                    } else {
+                        0
+                    };
+                    g.atomic_compare_swap(B, ro, ME, old, n, Timeout::Ms(5000))
+                };
+                if ok {
+                    let at = ro as usize;
+                    let old = u64::from_ne_bytes(before[1][at..at + 8].try_into().unwrap());
+                    prop_assert_eq!(r.as_ref().ok(), Some(&old), "{:?}", r);
+                    let new = match call {
+                        Call::FetchAdd => old.wrapping_add(n),
+                        _ => n,
+                    };
+                    want[1][at..at + 8].copy_from_slice(&new.to_ne_bytes());
+                }
+                (r.map(|_| ()), ok, None)
+            }
+            Call::Passive => {
+                let ok = (1..=gaspi::PASSIVE_MAX).contains(&n) && fits(lo, n, SA);
+                let r = g.passive_send(A, lo, ME, n, Timeout::Ms(5000));
+                if ok && r.is_ok() {
+                    let got = g.passive_receive(C, 0, Timeout::Ms(5000));
+                    prop_assert_eq!(got.ok(), Some((ME, n)));
+                    copy(&mut want, 0, lo, 2, 0, n);
+                }
+                (r, ok, None)
+            }
+            Call::SegmentWrite | Call::SegmentRead => {
+                let len = n.min(600) as usize;
+                let ok = fits(lo, len as u64, SA);
+                let off = lo as usize;
+                let r = if matches!(call, Call::SegmentWrite) {
+                    let data = vec![0x5Au8; len];
+                    if ok {
+                        want[0][off..off + len].copy_from_slice(&data);
+                    }
+                    job.segs[0].write(off, &data)
+                } else {
+                    let mut out = vec![0u8; len];
+                    let r = job.segs[0].read(off, &mut out);
+                    if ok {
+                        prop_assert_eq!(&out[..], &before[0][off..off + len]);
+                    } else {
+                        prop_assert!(out.iter().all(|&b| b == 0));
+                    }
+                    r
+                };
+                (r, ok, None)
+            }
+        };
+        g.wait(Q, Timeout::Ms(5000)).unwrap();
+        {
+            let mut c = job.counts.lock().unwrap();
+            if ok {
+                c.0 += 1;
+            } else {
+                c.1 += 1;
+            }
+        }
+        if ok {
+            prop_assert!(result.is_ok(), "{call:?}({lo}, {ro}, {n}): {result:?}");
+        } else {
+            let typed = matches!(
+                result,
+                Err(Error::OutOfBounds { .. }
+                    | Error::ZeroSize { .. }
+                    | Error::TooLarge { .. }
+                    | Error::Unaligned { .. }
+                    | Error::PassiveSize { .. })
+            );
+            prop_assert!(typed, "{call:?}({lo}, {ro}, {n}): {result:?}");
+        }
+        // The notification was set exactly when the call was accepted.
+        if let Some(seg) = notified {
+            prop_assert_eq!(g.notify_reset(seg, ID).unwrap(), u32::from(ok));
+        }
+        for s in [A, B] {
+            prop_assert_eq!(g.notify_reset(s, ID).unwrap(), 0);
+        }
+        prop_assert_eq!(g.queue_size(Q).unwrap(), 0);
+        let after = job.snapshot();
+        for (k, name) in ["A", "B", "C"].iter().enumerate() {
+            if after[k] != want[k] {
+                let at = after[k].iter().zip(&want[k]).position(|(a, b)| a != b);
+                prop_assert!(
+                    false,
+                    "{call:?}({lo}, {ro}, {n}) ok={ok}: segment {name} differs from the model at {at:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn every_call_moves_exactly_the_bytes_that_fit_and_refuses_the_rest() {
+        let g = Gaspi::init(Config::default()).unwrap();
+        let segs = [(A, SA), (B, SB), (C, SC)].map(|(id, size)| {
+            let s = g.segment_alloc(id, size, Memory::Host).unwrap();
+            let bytes: Vec<u8> = (0..size).map(|i| (i * 31 % 253) as u8 + id.0).collect();
+            s.write(0, &bytes).unwrap();
+            s
+        });
+        let job = Job {
+            g,
+            segs,
+            counts: Default::default(),
+        };
+        let mut runner = TestRunner::new(RunConfig {
+            cases: 400,
+            failure_persistence: None,
+            ..RunConfig::default()
+        });
+        runner
+            .run(&(call(), offset(), offset(), size()), |(c, lo, ro, n)| {
+                check(&job, c, lo, ro, n)
+            })
+            .unwrap();
+        let (accepted, refused) = *job.counts.lock().unwrap();
+        eprintln!("{accepted} calls accepted, {refused} refused");
+        assert!(
+            accepted >= 40 && refused >= 40,
+            "{accepted} accepted, {refused} refused"
+        );
+    }
+}
