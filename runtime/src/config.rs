@@ -210,6 +210,15 @@ fn env_u64(name: &str) -> Result<Option<u64>> {
     }
 }
 
+/// A `u32` setting: a value beyond `u32::MAX` is refused, not truncated.
+fn env_u32(name: &str) -> Result<Option<u32>> {
+    env_u64(name)?
+        .map(|v| {
+            u32::try_from(v).map_err(|_| Error::Config(format!("{name}={v} is above {}", u32::MAX)))
+        })
+        .transpose()
+}
+
 impl Config {
     /// Reads the launch environment and the `GASPI_*` tuning variables.
     pub fn from_env() -> Result<Config> {
@@ -217,17 +226,17 @@ impl Config {
             launch: LaunchInfo::from_env()?,
             ..Config::default()
         };
-        if let Some(v) = env_u64("GASPI_SEGMENT_MAX")? {
-            c.segment_max = v as u32;
+        if let Some(v) = env_u32("GASPI_SEGMENT_MAX")? {
+            c.segment_max = v;
         }
-        if let Some(v) = env_u64("GASPI_NOTIFICATION_NUM")? {
-            c.notification_num = v as u32;
+        if let Some(v) = env_u32("GASPI_NOTIFICATION_NUM")? {
+            c.notification_num = v;
         }
-        if let Some(v) = env_u64("GASPI_QUEUE_NUM")? {
-            c.queue_num = v as u32;
+        if let Some(v) = env_u32("GASPI_QUEUE_NUM")? {
+            c.queue_num = v;
         }
-        if let Some(v) = env_u64("GASPI_QUEUE_SIZE_MAX")? {
-            c.queue_size_max = v as u32;
+        if let Some(v) = env_u32("GASPI_QUEUE_SIZE_MAX")? {
+            c.queue_size_max = v;
         }
         if let Some(v) = env_u64("GASPI_TRANSFER_SIZE_MAX")? {
             c.transfer_size_max = v;
@@ -241,8 +250,8 @@ impl Config {
         if let Some(v) = env_u64("GASPI_SPIN_US")? {
             c.spin = Some(Duration::from_micros(v));
         }
-        if let Some(v) = env_u64("GASPI_GPU_DEVICE")? {
-            c.gpu_device = Some(v as u32);
+        if let Some(v) = env_u32("GASPI_GPU_DEVICE")? {
+            c.gpu_device = Some(v);
         }
         if let Some(v) = env_u64("GASPI_PIN_HOST_SEGMENTS")? {
             c.pin_host_segments = v != 0;
