@@ -18,6 +18,26 @@ pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 /// (see [`Config::copy_assist_min`]).
 pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
 
+/// Largest segment by default (see [`Config::segment_size_max`]): 1 TiB.
+///
+/// A fixed value rather than this host's physical memory, so that every
+/// rank of a job (on whichever host) accepts and refuses the same sizes,
+/// and `segment_create` cannot succeed on some members and fail on
+/// others. 1 TiB is more than any single GPU's memory and the physical
+/// memory of nearly every node, and far below [`SEGMENT_SIZE_CEILING`],
+/// so page rounding and the notification area that follows the data can
+/// never overflow. Larger (sparse, over-committed) host segments can be
+/// allowed with `GASPI_SEGMENT_SIZE_MAX`.
+pub const DEFAULT_SEGMENT_SIZE_MAX: u64 = 1 << 40;
+
+/// The largest value [`Config::segment_size_max`] may take: 2^56 bytes
+/// (64 PiB), the user address space of 64-bit Linux with 5-level paging.
+/// No segment larger than this can ever be mapped, and below it every
+/// size computation of a segment (page and GPU-page rounding, the
+/// notification area after the data, `offset + size`) stays far from
+/// `u64::MAX` and `isize::MAX`.
+pub const SEGMENT_SIZE_CEILING: u64 = 1 << 56;
+
 /// Limits and settings of a job.
 ///
 /// ```
@@ -40,6 +60,11 @@ pub struct Config {
     pub queue_size_max: u32,
     /// Largest single transfer in bytes.
     pub transfer_size_max: u64,
+    /// Largest segment in bytes (`GASPI_SEGMENT_SIZE_MAX`): larger sizes
+    /// are refused with [`Error::SegmentTooLarge`] before anything is
+    /// mapped or sent; [`DEFAULT_SEGMENT_SIZE_MAX`] (1 TiB) by default, at
+    /// most [`SEGMENT_SIZE_CEILING`].
+    pub segment_size_max: u64,
     /// Most elements of a list operation.
     pub rw_list_elem_max: u32,
     /// Most groups (`Group::ALL` included).
@@ -206,6 +231,7 @@ impl Default for Config {
             queue_max: 16,
             queue_size_max: 1024,
             transfer_size_max: 1 << 30,
+            segment_size_max: DEFAULT_SEGMENT_SIZE_MAX,
             rw_list_elem_max: 255,
             group_max: 32,
             init_timeout: Duration::from_secs(60),
@@ -234,6 +260,15 @@ fn env_u64(name: &str) -> Result<Option<u64>> {
     }
 }
 
+/// A `u32` setting: a value beyond `u32::MAX` is refused, not truncated.
+fn env_u32(name: &str) -> Result<Option<u32>> {
+    env_u64(name)?
+        .map(|v| {
+            u32::try_from(v).map_err(|_| Error::Config(format!("{name}={v} is above {}", u32::MAX)))
+        })
+        .transpose()
+}
+
 impl Config {
     /// Reads the launch environment and the `GASPI_*` tuning variables.
     pub fn from_env() -> Result<Config> {
@@ -241,20 +276,23 @@ impl Config {
             launch: LaunchInfo::from_env()?,
             ..Config::default()
         };
-        if let Some(v) = env_u64("GASPI_SEGMENT_MAX")? {
-            c.segment_max = v as u32;
+        if let Some(v) = env_u32("GASPI_SEGMENT_MAX")? {
+            c.segment_max = v;
         }
-        if let Some(v) = env_u64("GASPI_NOTIFICATION_NUM")? {
-            c.notification_num = v as u32;
+        if let Some(v) = env_u32("GASPI_NOTIFICATION_NUM")? {
+            c.notification_num = v;
         }
-        if let Some(v) = env_u64("GASPI_QUEUE_NUM")? {
-            c.queue_num = v as u32;
+        if let Some(v) = env_u32("GASPI_QUEUE_NUM")? {
+            c.queue_num = v;
         }
-        if let Some(v) = env_u64("GASPI_QUEUE_SIZE_MAX")? {
-            c.queue_size_max = v as u32;
+        if let Some(v) = env_u32("GASPI_QUEUE_SIZE_MAX")? {
+            c.queue_size_max = v;
         }
         if let Some(v) = env_u64("GASPI_TRANSFER_SIZE_MAX")? {
             c.transfer_size_max = v;
+        }
+        if let Some(v) = env_u64("GASPI_SEGMENT_SIZE_MAX")? {
+            c.segment_size_max = v;
         }
         if let Some(v) = env_u64("GASPI_INIT_TIMEOUT_MS")? {
             c.init_timeout = Duration::from_millis(v);
@@ -262,8 +300,8 @@ impl Config {
         if let Some(v) = env_u64("GASPI_SPIN_US")? {
             c.spin = Some(Duration::from_micros(v));
         }
-        if let Some(v) = env_u64("GASPI_GPU_DEVICE")? {
-            c.gpu_device = Some(v as u32);
+        if let Some(v) = env_u32("GASPI_GPU_DEVICE")? {
+            c.gpu_device = Some(v);
         }
         if let Some(v) = env_u64("GASPI_PIN_HOST_SEGMENTS")? {
             c.pin_host_segments = v != 0;
@@ -322,6 +360,20 @@ impl Config {
     /// Sets the largest transfer.
     pub fn transfer_size_max(mut self, n: u64) -> Self {
         self.transfer_size_max = n;
+        self
+    }
+    /// Sets the largest segment in bytes (1..=[`SEGMENT_SIZE_CEILING`],
+    /// checked at init).
+    ///
+    /// ```
+    /// use gaspi::{Config, DEFAULT_SEGMENT_SIZE_MAX};
+    /// assert_eq!(Config::default().segment_size_max, DEFAULT_SEGMENT_SIZE_MAX);
+    /// let c = Config::default().segment_size_max(1 << 30);
+    /// assert_eq!(c.segment_size_max, 1 << 30);
+    /// assert!(Config::default().segment_size_max(0).validate().is_err());
+    /// ```
+    pub fn segment_size_max(mut self, n: u64) -> Self {
+        self.segment_size_max = n;
         self
     }
     /// Sets how long init waits for the other ranks.
@@ -435,6 +487,12 @@ impl Config {
         }
         if self.transfer_size_max == 0 {
             return bad("transfer_size_max must be at least 1".into());
+        }
+        if self.segment_size_max == 0 || self.segment_size_max > SEGMENT_SIZE_CEILING {
+            return bad(format!(
+                "segment_size_max {} must be 1..={SEGMENT_SIZE_CEILING}",
+                self.segment_size_max
+            ));
         }
         if self.group_max == 0 || self.group_max > 64 {
             return bad(format!("group_max {} must be 1..=64", self.group_max));

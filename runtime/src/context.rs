@@ -451,7 +451,7 @@ impl Gaspi {
         let copy_helper = copy_assist_min.map(|_| Arc::new(CopyHelper::default()));
         let mut system = LocalSegment::alloc_host(
             SegId(SYSTEM_SEG as u8),
-            system_data_size(config.group_max, size) + BOARD_BYTES,
+            (system_data_size(config.group_max, size) + BOARD_BYTES) as u64,
             system_notifications(config.group_max, size),
             config.effective_spin(),
         )?;

@@ -127,6 +127,17 @@ pub enum Error {
         /// what had size 0
         what: &'static str,
     },
+    /// A segment larger than the configured maximum
+    /// ([`Config::segment_size_max`](crate::Config::segment_size_max)), or
+    /// than the address space can hold ([`crate::SEGMENT_SIZE_CEILING`]);
+    /// refused before anything is mapped or sent to peers.
+    #[error("a segment of {size} bytes exceeds the maximum segment size of {max} bytes")]
+    SegmentTooLarge {
+        /// the size asked for
+        size: u64,
+        /// the maximum
+        max: u64,
+    },
     /// A transfer larger than the configured maximum.
     #[error("{size} bytes exceed the maximum transfer size of {max} bytes")]
     TooLarge {

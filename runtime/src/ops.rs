@@ -81,6 +81,13 @@ impl Inner {
         Ok(())
     }
 
+    /// Checks the size of a new segment: not 0, and at most the configured
+    /// [`segment_size_max`](crate::Config::segment_size_max). Every segment
+    /// call runs it before anything is mapped, allocated or sent.
+    pub(crate) fn check_segment_size(&self, size: u64) -> Result<()> {
+        check_segment_size(size, self.config.segment_size_max)
+    }
+
     /// Checks that `rank` exists, is healthy and reachable.
     pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
         self.check_rank(rank)?;
@@ -440,6 +447,18 @@ impl Inner {
     }
 }
 
+/// Checks the size of a new segment against `max` (pure: see
+/// [`Inner::check_segment_size`]).
+pub(crate) fn check_segment_size(size: u64, max: u64) -> Result<()> {
+    if size == 0 {
+        return Err(Error::ZeroSize { what: "a segment" });
+    }
+    if size > max {
+        return Err(Error::SegmentTooLarge { size, max });
+    }
+    Ok(())
+}
+
 /// Whether `offset..offset+len` lies within `size` bytes (no overflow).
 #[inline]
 pub(crate) fn fits(offset: u64, len: u64, size: u64) -> bool {
@@ -523,17 +542,18 @@ impl Gaspi {
     pub fn segment_alloc(&self, seg: SegId, size: u64, memory: Memory) -> Result<Segment> {
         let inner = &self.inner;
         self.check_free(seg)?;
+        inner.check_segment_size(size)?;
         let s = match memory {
             Memory::Host => LocalSegment::alloc_host(
                 seg,
-                size as usize,
+                size,
                 inner.config.notification_num,
                 inner.config.effective_spin(),
             )?,
             Memory::Gpu(device) => {
                 let mut s = LocalSegment::alloc_gpu(
                     seg,
-                    size as usize,
+                    size,
                     device,
                     inner.config.notification_num,
                     inner.config.effective_spin(),
@@ -598,13 +618,14 @@ impl Gaspi {
     /// must not be freed or reused meanwhile: peers write into it at any time.
     pub unsafe fn segment_bind(&self, seg: SegId, ptr: *mut u8, size: u64) -> Result<Segment> {
         self.check_free(seg)?;
+        self.inner.check_segment_size(size)?;
         let config = &self.inner.config;
         // SAFETY: forwarded from this function's contract.
         let s = unsafe {
             LocalSegment::bind(
                 seg,
                 ptr,
-                size as usize,
+                size,
                 None,
                 config.notification_num,
                 config.effective_spin(),
@@ -617,8 +638,10 @@ impl Gaspi {
     /// segment and every handle to it are gone. Safe form of `segment_bind`.
     pub fn segment_bind_buffer(&self, seg: SegId, mut buffer: Box<[u8]>) -> Result<Segment> {
         self.check_free(seg)?;
+        let len = buffer.len() as u64;
+        self.inner.check_segment_size(len)?;
         let config = &self.inner.config;
-        let (ptr, len) = (buffer.as_mut_ptr(), buffer.len());
+        let ptr = buffer.as_mut_ptr();
         // SAFETY: the heap buffer is moved into the segment, which keeps it
         // alive (and unmoved: a Box's heap allocation never moves) for as
         // long as the segment exists.

@@ -14,7 +14,7 @@
 //! store: the *host-mapped* placement, which works on every machine (see
 //! `gpu/` for why the others are not the default).
 
-use crate::config::NotificationPlacement;
+use crate::config::{NotificationPlacement, SEGMENT_SIZE_CEILING};
 use crate::error::{Error, Result, Side};
 use crate::gpu::device_words::{self, DeviceWords};
 use crate::types::{Rank, SegId};
@@ -58,6 +58,55 @@ pub struct SegmentDescriptor {
     pub instance: u64,
 }
 
+impl SegmentDescriptor {
+    /// Checks a descriptor a peer sent before anything is mapped from it:
+    /// the size is 1..=[`SEGMENT_SIZE_CEILING`], the data
+    /// (`data_offset + size`), GPU notification words and notification
+    /// area lie inside the memory their descriptors name, all without
+    /// overflow. A peer's descriptor is never trusted: a size that wrapped
+    /// on its side would otherwise let this rank's writes (checked only
+    /// against `size`) land outside the mapping.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Protocol(format!("segment descriptor: {what}")));
+        if self.size == 0 {
+            return bad("size 0".into());
+        }
+        if self.size > SEGMENT_SIZE_CEILING {
+            return Err(Error::SegmentTooLarge {
+                size: self.size,
+                max: SEGMENT_SIZE_CEILING,
+            });
+        }
+        if !crate::ops::fits(self.data_offset, self.size, self.data.len()) {
+            return bad(format!(
+                "data {}+{} outside its {} bytes",
+                self.data_offset,
+                self.size,
+                self.data.len()
+            ));
+        }
+        let area = NotificationArea::bytes_for(self.notification_count) as u64;
+        if !crate::ops::fits(self.notifications_offset, area, self.notifications.len()) {
+            return bad(format!(
+                "notification area {}+{area} outside its {} bytes",
+                self.notifications_offset,
+                self.notifications.len()
+            ));
+        }
+        if let Some(at) = self.device_words_offset {
+            let words = 4 * u64::from(self.notification_count);
+            let end = self.data_offset.checked_add(at);
+            if at < self.size || !end.is_some_and(|e| crate::ops::fits(e, words, self.data.len())) {
+                return bad(format!(
+                    "GPU notification words at {at} outside the data's {} bytes",
+                    self.data.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A fresh [`SegmentDescriptor::instance`] (never 0).
 fn next_instance() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -66,8 +115,75 @@ fn next_instance() -> u64 {
 
 const PAGE: usize = 4096;
 
-fn round_up(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
+/// The size of a new segment as a `usize`, checked: not 0 and at most
+/// [`SEGMENT_SIZE_CEILING`] (the configured maximum is checked before, by
+/// the calls of [`crate::Gaspi`]), so every size computed from it below
+/// stays far from overflow.
+pub(crate) fn checked_segment_size(size: u64) -> Result<usize> {
+    if size == 0 {
+        return Err(Error::ZeroSize { what: "a segment" });
+    }
+    let too_large = Error::SegmentTooLarge {
+        size,
+        max: SEGMENT_SIZE_CEILING,
+    };
+    if size > SEGMENT_SIZE_CEILING {
+        return Err(too_large);
+    }
+    usize::try_from(size).map_err(|_| too_large)
+}
+
+/// The layout of a host segment's memfd: where the notification area of
+/// `count` words starts (the first page at or past the data) and the
+/// memfd's length. Pure, with checked arithmetic throughout.
+pub(crate) fn host_layout(size: u64, count: u32) -> Result<(usize, usize)> {
+    let len = checked_segment_size(size)?;
+    let too_large = || Error::SegmentTooLarge {
+        size,
+        max: SEGMENT_SIZE_CEILING,
+    };
+    let notif_at = len.checked_next_multiple_of(PAGE).ok_or_else(too_large)?;
+    let total = notif_at
+        .checked_add(NotificationArea::bytes_for(count))
+        .ok_or_else(too_large)?;
+    Ok((notif_at, total))
+}
+
+/// The layout of a GPU segment's allocation: where its notification words
+/// start when they live in GPU memory (`words_in_gpu`: the first GPU page
+/// at or past the data), and the allocation's length (whole GPU pages of
+/// words after the data, so that gdrcopy can pin them). Pure, with checked
+/// arithmetic throughout, so it is tested without a GPU.
+pub(crate) fn gpu_layout(
+    size: u64,
+    count: u32,
+    words_in_gpu: bool,
+) -> Result<(Option<usize>, usize)> {
+    let len = checked_segment_size(size)?;
+    if !words_in_gpu {
+        return Ok((None, len));
+    }
+    let too_large = || Error::SegmentTooLarge {
+        size,
+        max: SEGMENT_SIZE_CEILING,
+    };
+    let at = device_words::words_offset(len).ok_or_else(too_large)?;
+    let alloc_len = at
+        .checked_add(device_words::mapped_len(count))
+        .ok_or_else(too_large)?;
+    Ok((Some(at), alloc_len))
+}
+
+/// The device address of `offset..offset + len` of a GPU allocation of
+/// `size` bytes at `base`, or `None` when the range does not lie in it (or
+/// an address would wrap). Pure: the GPU copies' last bound check.
+pub(crate) fn device_range(base: DevicePtr, offset: u64, len: u64, size: u64) -> Option<DevicePtr> {
+    if !crate::ops::fits(offset, len, size) {
+        return None;
+    }
+    let start = base.checked_add(offset)?;
+    start.checked_add(len)?;
+    Some(start)
 }
 
 /// The placement a GPU segment gets when `asked` is requested: `gdrcopy`
@@ -159,15 +275,12 @@ impl LocalSegment {
     /// Allocates a host segment of `size` bytes with `notification_count` words.
     pub fn alloc_host(
         id: SegId,
-        size: usize,
+        size: u64,
         notification_count: u32,
         spin: std::time::Duration,
     ) -> Result<LocalSegment> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a segment" });
-        }
-        let notif_at = round_up(size, PAGE);
-        let total = notif_at + NotificationArea::bytes_for(notification_count);
+        let (notif_at, total) = host_layout(size, notification_count)?;
+        let size = checked_segment_size(size)?;
         let shm = SharedMemory::create(&format!("seg{}", id.0), total)?;
         let desc = shm.descriptor();
         // SAFETY: notif_at + bytes_for(count) == total, the mapping's length,
@@ -212,25 +325,21 @@ impl LocalSegment {
     /// missing here, see [`resolve_placement`]).
     pub fn alloc_gpu(
         id: SegId,
-        size: usize,
+        size: u64,
         device: u32,
         notification_count: u32,
         spin: std::time::Duration,
         placement: NotificationPlacement,
     ) -> Result<LocalSegment> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a segment" });
-        }
+        // Checked before the driver is asked for anything.
+        checked_segment_size(size)?;
         let placement = resolve_placement(placement);
-        let words_at = match placement {
-            NotificationPlacement::Device | NotificationPlacement::Gdrcopy => {
-                Some(device_words::words_offset(size))
-            }
-            NotificationPlacement::HostMapped => None,
-        };
-        // Whole GPU pages of words, so that gdrcopy can pin them.
-        let alloc_len =
-            words_at.map_or(size, |at| at + device_words::mapped_len(notification_count));
+        let words_in_gpu = matches!(
+            placement,
+            NotificationPlacement::Device | NotificationPlacement::Gdrcopy
+        );
+        let (words_at, alloc_len) = gpu_layout(size, notification_count, words_in_gpu)?;
+        let size = checked_segment_size(size)?;
         let memory = GpuMemory::alloc(device, alloc_len)?;
         let stream = GpuStream::new(device)?;
         let device_words = match words_at {
@@ -313,13 +422,19 @@ impl LocalSegment {
     pub unsafe fn bind(
         id: SegId,
         data: *mut u8,
-        size: usize,
+        size: u64,
         owned: Option<Box<[u8]>>,
         notification_count: u32,
         spin: std::time::Duration,
     ) -> Result<LocalSegment> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a segment" });
+        let size = checked_segment_size(size)?;
+        let too_large = Error::SegmentTooLarge {
+            size: size as u64,
+            max: SEGMENT_SIZE_CEILING,
+        };
+        // The memory must not wrap the address space.
+        if (data as usize).checked_add(size).is_none() {
+            return Err(too_large);
         }
         let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
         Ok(LocalSegment {
@@ -436,6 +551,11 @@ impl LocalSegment {
     pub fn copy_in(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         match &self.gpu {
             None => {
+                debug_assert!(crate::ops::fits(
+                    offset,
+                    bytes.len() as u64,
+                    self.size as u64
+                ));
                 // SAFETY: the caller checked offset + len <= size; the memory
                 // lives as long as self.
                 unsafe {
@@ -448,13 +568,14 @@ impl LocalSegment {
                 Ok(())
             }
             Some(g) => {
+                let dst = self.device_range(g, offset, bytes.len())?;
                 // SAFETY: the destination range lies in the allocation
-                // (checked by the caller) and `bytes` outlives the copy,
-                // which is complete when the call returns.
+                // (device_range) and `bytes` outlives the copy, which is
+                // complete when the call returns.
                 unsafe {
                     gpu::copy_unified_blocking(
                         &g.stream,
-                        g.memory.device_ptr() + offset,
+                        dst,
                         bytes.as_ptr() as DevicePtr,
                         bytes.len(),
                     )?
@@ -462,6 +583,17 @@ impl LocalSegment {
                 Ok(())
             }
         }
+    }
+
+    /// The device address of `offset..offset + len` of this GPU segment's
+    /// data; a refusal (a bug of the caller, who checked) is reported.
+    fn device_range(&self, g: &GpuData, offset: u64, len: usize) -> Result<DevicePtr> {
+        device_range(g.memory.device_ptr(), offset, len as u64, self.size as u64).ok_or_else(|| {
+            Error::Gpu(gpu::GpuError::InvalidArgument(format!(
+                "bytes {offset}.. ({len}) lie outside {} of {} bytes",
+                self.id, self.size
+            )))
+        })
     }
 
     /// Copies from the data at `offset` into `out` (checked by the caller).
@@ -479,12 +611,13 @@ impl LocalSegment {
                 Ok(())
             }
             Some(g) => {
+                let src = self.device_range(g, offset, out.len())?;
                 // SAFETY: as in copy_in, with the roles swapped.
                 unsafe {
                     gpu::copy_unified_blocking(
                         &g.stream,
                         out.as_mut_ptr() as DevicePtr,
-                        g.memory.device_ptr() + offset,
+                        src,
                         out.len(),
                     )?
                 };
@@ -666,5 +799,220 @@ impl Segment {
         self.check_host()?;
         // SAFETY: as for as_slice, plus exclusivity promised by the caller.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.size()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Property tests of the pure validation behind every call that takes
+    //! a segment size, an offset or a length (issue 15, point 5).
+
+    use super::*;
+    use crate::ops::check_segment_size;
+    use proptest::prelude::*;
+
+    /// Sizes, offsets and lengths with the edges weighted in: small ones,
+    /// ones around the page, the ceiling and the maximum, and the band
+    /// near u64::MAX where page rounding used to wrap.
+    fn edgy() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            0u64..=8192,
+            any::<u64>(),
+            (0u64..=8192).prop_map(|d| u64::MAX - d),
+            (0u64..=8192).prop_map(|d| SEGMENT_SIZE_CEILING.wrapping_add(d).wrapping_sub(4096)),
+            (0u64..=8192).prop_map(|d| crate::DEFAULT_SEGMENT_SIZE_MAX
+                .wrapping_add(d)
+                .wrapping_sub(4096)),
+        ]
+    }
+
+    fn fits_u128(offset: u64, len: u64, size: u64) -> bool {
+        offset as u128 + len as u128 <= size as u128
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn a_segment_size_is_accepted_exactly_when_it_is_1_to_the_maximum(size in edgy(), max in edgy()) {
+            match check_segment_size(size, max) {
+                Ok(()) => prop_assert!(size >= 1 && size <= max),
+                Err(Error::ZeroSize { .. }) => prop_assert_eq!(size, 0),
+                Err(Error::SegmentTooLarge { size: s, max: m }) => {
+                    prop_assert!(size > max);
+                    prop_assert_eq!((s, m), (size, max));
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn host_layout_puts_the_notifications_on_the_next_page_or_refuses(size in edgy(), count in 1u32..=1 << 24) {
+            match host_layout(size, count) {
+                Ok((at, total)) => {
+                    prop_assert!((1..=SEGMENT_SIZE_CEILING).contains(&size));
+                    prop_assert!(at as u64 >= size && (at as u64) - size < PAGE as u64);
+                    prop_assert_eq!(at % PAGE, 0);
+                    prop_assert_eq!(total, at + NotificationArea::bytes_for(count));
+                }
+                Err(Error::ZeroSize { .. }) => prop_assert_eq!(size, 0),
+                Err(Error::SegmentTooLarge { size: s, max }) => {
+                    prop_assert!(size > SEGMENT_SIZE_CEILING);
+                    prop_assert_eq!((s, max), (size, SEGMENT_SIZE_CEILING));
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn gpu_layout_keeps_the_words_past_the_data_or_refuses(size in edgy(), count in 1u32..=1 << 24, in_gpu: bool) {
+            match gpu_layout(size, count, in_gpu) {
+                Ok((None, len)) => {
+                    prop_assert!(!in_gpu);
+                    prop_assert_eq!(len as u64, size);
+                }
+                Ok((Some(at), len)) => {
+                    prop_assert!(in_gpu);
+                    prop_assert!(at as u64 >= size);
+                    prop_assert_eq!(at % gpu::GPU_PAGE_SIZE, 0);
+                    prop_assert!(len >= at + 4 * count as usize);
+                    prop_assert_eq!(len % gpu::GPU_PAGE_SIZE, 0);
+                }
+                Err(Error::ZeroSize { .. }) => prop_assert_eq!(size, 0),
+                Err(Error::SegmentTooLarge { .. }) => prop_assert!(size > SEGMENT_SIZE_CEILING),
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn a_range_is_in_bounds_exactly_when_it_fits_without_wrapping(offset in edgy(), len in edgy(), size in edgy()) {
+            let fits = fits_u128(offset, len, size);
+            prop_assert_eq!(crate::ops::fits(offset, len, size), fits);
+            match check_bounds(Side::Remote, Rank(3), SegId(2), offset, len, size) {
+                Ok(()) => prop_assert!(fits),
+                Err(Error::OutOfBounds { side, rank, seg, offset: o, end, seg_size }) => {
+                    prop_assert!(!fits);
+                    prop_assert_eq!((side, rank, seg), (Side::Remote, Rank(3), SegId(2)));
+                    prop_assert_eq!((o, end, seg_size), (offset, offset.saturating_add(len), size));
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn a_gpu_copy_address_is_given_only_for_a_range_inside_the_allocation(
+            base in prop_oneof![Just(0x7f00_0000_0000u64), edgy()],
+            offset in edgy(), len in edgy(), size in edgy(),
+        ) {
+            let ok = fits_u128(offset, len, size)
+                && base as u128 + offset as u128 + len as u128 <= u64::MAX as u128;
+            match device_range(base, offset, len, size) {
+                Some(p) => {
+                    prop_assert!(ok);
+                    prop_assert_eq!(p, base + offset);
+                }
+                None => prop_assert!(!ok),
+            }
+        }
+
+        #[test]
+        fn a_peer_descriptor_is_accepted_only_when_everything_lies_in_its_memory(
+            size in edgy(), data_len in edgy(), data_offset in edgy(),
+            notif_len in edgy(), notif_offset in edgy(), count in 1u32..=1 << 20,
+            words in proptest::option::of(edgy()),
+        ) {
+            let host = HostId("h".into());
+            let desc = SegmentDescriptor {
+                size,
+                data: MemoryDescriptor::SharedFd { host: host.clone(), pid: 1, fd: 3, len: data_len },
+                data_offset,
+                notifications: MemoryDescriptor::SharedFd { host, pid: 1, fd: 4, len: notif_len },
+                notifications_offset: notif_offset,
+                notification_count: count,
+                inbox: None,
+                device_words_offset: words,
+                instance: 1,
+            };
+            let area = NotificationArea::bytes_for(count) as u64;
+            let ok = (1..=SEGMENT_SIZE_CEILING).contains(&size)
+                && fits_u128(data_offset, size, data_len)
+                && fits_u128(notif_offset, area, notif_len)
+                && words.is_none_or(|at| {
+                    at >= size
+                        && (data_offset as u128 + at as u128 + 4 * count as u128)
+                            <= data_len as u128
+                });
+            prop_assert_eq!(desc.validate().is_ok(), ok, "{:?}", desc.validate());
+        }
+
+        /// `Segment::write`/`read` on a real (small) host segment: a range
+        /// that fits is copied, one that does not is refused with
+        /// `OutOfBounds` and the memory is unchanged.
+        #[test]
+        fn segment_write_and_read_copy_ranges_that_fit_and_refuse_the_rest(
+            offset in prop_oneof![0u64..=5000, edgy()],
+            len in 0usize..=1200,
+        ) {
+            let seg = Segment {
+                inner: Arc::new(
+                    LocalSegment::alloc_host(SegId(1), 4096 + 100, 4, std::time::Duration::ZERO)
+                        .unwrap(),
+                ),
+                rank: Rank(0),
+            };
+            let size = seg.size() as u64;
+            let before: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+            seg.write(0, &before).unwrap();
+            let data = vec![0xA5u8; len];
+            let fits = fits_u128(offset, len as u64, size);
+            let off = usize::try_from(offset).unwrap();
+            let written = seg.write(off, &data);
+            let mut back = vec![0u8; len];
+            let read = seg.read(off, &mut back);
+            let after = seg.read_vec::<u8>(0, size as usize).unwrap();
+            if fits {
+                prop_assert!(written.is_ok() && read.is_ok(), "{written:?} {read:?}");
+                prop_assert_eq!(&back, &data);
+                let mut want = before.clone();
+                want[off..off + len].copy_from_slice(&data);
+                prop_assert_eq!(after, want);
+            } else {
+                let oob = |r: &Result<()>| matches!(r, Err(Error::OutOfBounds { side: Side::Local, offset: o, seg_size, .. }) if *o == offset && *seg_size == size);
+                prop_assert!(oob(&written), "{written:?}");
+                prop_assert!(oob(&read), "{read:?}");
+                prop_assert_eq!(after, before);
+                prop_assert!(back.iter().all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrapping_size_is_refused_by_every_constructor_before_anything_is_mapped() {
+        for size in [
+            u64::MAX,
+            u64::MAX - 100,
+            u64::MAX - 4095,
+            SEGMENT_SIZE_CEILING + 1,
+        ] {
+            let spin = std::time::Duration::ZERO;
+            let host = LocalSegment::alloc_host(SegId(1), size, 4, spin);
+            assert!(
+                matches!(host, Err(Error::SegmentTooLarge { size: s, .. }) if s == size),
+                "{host:?}"
+            );
+            let gpu =
+                LocalSegment::alloc_gpu(SegId(1), size, 0, 4, spin, NotificationPlacement::Device);
+            assert!(
+                matches!(gpu, Err(Error::SegmentTooLarge { size: s, .. }) if s == size),
+                "{gpu:?}"
+            );
+            let mut byte = 0u8;
+            // SAFETY: refused before the pointer is used.
+            let bound = unsafe { LocalSegment::bind(SegId(1), &mut byte, size, None, 4, spin) };
+            assert!(
+                matches!(bound, Err(Error::SegmentTooLarge { size: s, .. }) if s == size),
+                "{bound:?}"
+            );
+        }
     }
 }

@@ -44,6 +44,23 @@ pub enum SegmentError {
     /// A region of size 0 was asked for.
     #[error("a segment of size 0 is not allowed")]
     ZeroSize,
+    /// A region too large for this address space (its length, or its end
+    /// address, would not fit in `isize` / wrap).
+    #[error("a region of {len} bytes cannot be mapped here")]
+    TooLarge {
+        /// the length asked for
+        len: u64,
+    },
+    /// A copy outside the region (a peer's bounds were not checked).
+    #[error("bytes {offset}..{offset}+{len} lie outside a region of {size} bytes")]
+    OutOfRange {
+        /// first byte
+        offset: u64,
+        /// bytes
+        len: u64,
+        /// the region's length
+        size: u64,
+    },
     /// The descriptor names memory on another host.
     #[error("memory of host {owner} cannot be mapped on host {here}")]
     OtherHost {
@@ -58,6 +75,24 @@ pub enum SegmentError {
     /// GPU memory could not be provided.
     #[error(transparent)]
     Gpu(#[from] gpu::GpuError),
+}
+
+/// Whether `offset..offset + len` lies within `size` bytes, without
+/// overflow.
+pub fn range_fits(offset: u64, len: u64, size: u64) -> bool {
+    offset.checked_add(len).is_some_and(|end| end <= size)
+}
+
+/// A region length from a descriptor as a mappable `usize`: not 0 and at
+/// most `isize::MAX` (what the kernel and Rust's pointers can address).
+pub fn mappable_len(len: u64) -> Result<usize, SegmentError> {
+    if len == 0 {
+        return Err(SegmentError::ZeroSize);
+    }
+    usize::try_from(len)
+        .ok()
+        .filter(|&l| isize::try_from(l).is_ok())
+        .ok_or(SegmentError::TooLarge { len })
 }
 
 impl SegmentError {

@@ -49,10 +49,18 @@ impl ProcessMemory {
                 here: here.0,
             });
         }
+        let len_usize = crate::mappable_len(*len)?;
+        // The region must not wrap the address space.
+        let addr = usize::try_from(*addr)
+            .ok()
+            .filter(|a| a.checked_add(len_usize).is_some())
+            .ok_or(SegmentError::TooLarge { len: *len })?;
+        let pid = i32::try_from(*pid)
+            .map_err(|_| SegmentError::os(format!("process id {pid}"), nix::Error::EINVAL))?;
         Ok(ProcessMemory {
-            pid: Pid::from_raw(*pid as i32),
-            addr: *addr as usize,
-            len: *len as usize,
+            pid: Pid::from_raw(pid),
+            addr,
+            len: len_usize,
         })
     }
 
@@ -66,13 +74,29 @@ impl ProcessMemory {
         self.len == 0
     }
 
-    /// Copies `data` to `offset` of the region. The caller has checked bounds.
+    /// The address of byte `offset`, after checking that `len` bytes from
+    /// there lie in the region (no overflow).
+    fn checked_base(&self, offset: usize, len: usize) -> Result<usize, SegmentError> {
+        let out = || SegmentError::OutOfRange {
+            offset: offset as u64,
+            len: len as u64,
+            size: self.len as u64,
+        };
+        if !crate::range_fits(offset as u64, len as u64, self.len as u64) {
+            return Err(out());
+        }
+        // Cannot wrap: addr + self.len was checked at open.
+        self.addr.checked_add(offset).ok_or_else(out)
+    }
+
+    /// Copies `data` to `offset` of the region; a range outside it is
+    /// refused with [`SegmentError::OutOfRange`].
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), SegmentError> {
-        debug_assert!(offset + data.len() <= self.len);
+        let base = self.checked_base(offset, data.len())?;
         let mut done = 0;
         while done < data.len() {
             let remote = [RemoteIoVec {
-                base: self.addr + offset + done,
+                base: base + done,
                 len: data.len() - done,
             }];
             let n = process_vm_writev(self.pid, &[IoSlice::new(&data[done..])], &remote)
@@ -88,13 +112,14 @@ impl ProcessMemory {
         Ok(())
     }
 
-    /// Copies from `offset` of the region into `out`. The caller has checked bounds.
+    /// Copies from `offset` of the region into `out`; a range outside it is
+    /// refused with [`SegmentError::OutOfRange`].
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), SegmentError> {
-        debug_assert!(offset + out.len() <= self.len);
+        let base = self.checked_base(offset, out.len())?;
         let mut done = 0;
         while done < out.len() {
             let remote = [RemoteIoVec {
-                base: self.addr + offset + done,
+                base: base + done,
                 len: out.len() - done,
             }];
             let n = process_vm_readv(self.pid, &mut [IoSliceMut::new(&mut out[done..])], &remote)
@@ -129,5 +154,34 @@ mod tests {
         assert_eq!(&back, b"hello");
         assert_eq!(&buf[10..15], b"hello");
         buf[0] = 1;
+    }
+
+    #[test]
+    fn ranges_outside_the_region_are_refused_and_change_nothing() {
+        let buf = [5u8; 64];
+        let pm = ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), 64)).unwrap();
+        for (off, len) in [(60usize, 8usize), (64, 1), (usize::MAX, 1), (1, usize::MAX)] {
+            let data = vec![9u8; len.min(8)];
+            let r = if len > 8 {
+                pm.checked_base(off, len).map(|_| ())
+            } else {
+                pm.write(off, &data)
+            };
+            assert!(
+                matches!(r, Err(SegmentError::OutOfRange { .. })),
+                "{off} {len}"
+            );
+        }
+        assert!(buf.iter().all(|&b| b == 5));
+        let wraps = MemoryDescriptor::Process {
+            host: HostId::current(),
+            pid: std::process::id(),
+            addr: u64::MAX - 10,
+            len: 100,
+        };
+        assert!(matches!(
+            ProcessMemory::open(&wraps),
+            Err(SegmentError::TooLarge { .. })
+        ));
     }
 }

@@ -20,9 +20,7 @@ impl SharedMemory {
     /// Creates `len` bytes of zeroed shared memory; `name` shows up in
     /// `/proc/<pid>/fd` and `/proc/<pid>/maps` to help debugging.
     pub fn create(name: &str, len: usize) -> Result<SharedMemory, SegmentError> {
-        if len == 0 {
-            return Err(SegmentError::ZeroSize);
-        }
+        let len = crate::mappable_len(len as u64)?;
         let cname = std::ffi::CString::new(format!("gaspi-{name}")).unwrap_or_default();
         let fd: OwnedFd =
             nix::sys::memfd::memfd_create(cname.as_c_str(), nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
@@ -100,6 +98,7 @@ impl PeerMapping {
         let file = File::from(raw);
         // The descriptor number could have been reused by the peer for some
         // other file; check that what we opened is at least as large.
+        crate::mappable_len(*len)?;
         let actual = file.metadata().map(|m| m.len()).unwrap_or(0);
         if actual < *len {
             return Err(SegmentError::os(
@@ -107,7 +106,7 @@ impl PeerMapping {
                 nix::Error::EINVAL,
             ));
         }
-        let len = *len as usize;
+        let len = crate::mappable_len(*len)?;
         let map = MmapOptions::new().len(len).map_raw(&file).map_err(|e| {
             SegmentError::os(
                 format!("mapping peer memory {path}"),
@@ -157,6 +156,25 @@ mod tests {
         assert!(matches!(
             SharedMemory::create("zero", 0),
             Err(SegmentError::ZeroSize)
+        ));
+    }
+
+    #[test]
+    fn lengths_beyond_the_address_space_are_refused_before_mapping() {
+        for len in [1usize << 63, usize::MAX, usize::MAX - 4095] {
+            assert!(
+                matches!(SharedMemory::create("huge", len), Err(SegmentError::TooLarge { len: l }) if l == len as u64),
+                "{len}"
+            );
+        }
+        let shm = SharedMemory::create("peer-huge", 4096).unwrap();
+        let mut d = shm.descriptor();
+        if let MemoryDescriptor::SharedFd { len, .. } = &mut d {
+            *len = u64::MAX - 100;
+        }
+        assert!(matches!(
+            PeerMapping::open(&d),
+            Err(SegmentError::TooLarge { .. })
         ));
     }
 

@@ -70,9 +70,9 @@ pub(crate) fn mapped_len(count: u32) -> usize {
 }
 
 /// Where the words start in the segment's allocation: the first GPU page
-/// boundary at or past `size` bytes of data.
-pub(crate) fn words_offset(size: usize) -> usize {
-    size.next_multiple_of(gpu::GPU_PAGE_SIZE)
+/// boundary at or past `size` bytes of data; `None` if that overflows.
+pub(crate) fn words_offset(size: usize) -> Option<usize> {
+    size.checked_next_multiple_of(gpu::GPU_PAGE_SIZE)
 }
 
 /// One-thread kernel: exchange a word with 0 and report the old value.

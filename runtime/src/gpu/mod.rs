@@ -34,11 +34,11 @@ pub(crate) mod owner_copy;
 pub use device_context::{DeviceContext, DeviceContextOptions, RingActivity};
 
 use crate::context::Inner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::segment::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
 use crate::types::Rank;
-use gaspi_segments::gpu::{self, GpuMemory, GpuStream};
+use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -151,14 +151,21 @@ impl Inner {
         let stream = self.queue_stream(qs)?;
         let view = r.gpu_view(home)?;
         let src = local.unified_ptr(local_offset, home, self.config.pin_host_segments);
-        let len = size as usize;
+        let len = usize::try_from(size).map_err(|_| Error::TooLarge {
+            size,
+            max: self.config.transfer_size_max,
+        })?;
         match view.data {
             // SAFETY: both ranges were bounds-checked by the caller; the
             // segments stay alive until the copy ran: a segment's memory is
             // freed only when its last handle is gone, and `wait` (or the
             // owner's delete, which waits for every peer to forget it) comes
             // first by the API's contract, as for any posted GASPI request.
-            Some(dst) => unsafe { gpu::copy_unified(stream, dst + remote_offset, src, len)? },
+            Some(dst) => {
+                let dst = remote_address(dst, remote_offset)?;
+                // SAFETY: as just said.
+                unsafe { gpu::copy_unified(stream, dst, src, len)? }
+            }
             None => {
                 let mut bounce = vec![0u8; len];
                 // SAFETY: `bounce` lives until after the synchronize below.
@@ -249,11 +256,18 @@ impl Inner {
         let stream = self.queue_stream(qs)?;
         let view = r.gpu_view(home)?;
         let dst = local.unified_ptr(local_offset, home, self.config.pin_host_segments);
-        let len = size as usize;
+        let len = usize::try_from(size).map_err(|_| Error::TooLarge {
+            size,
+            max: self.config.transfer_size_max,
+        })?;
         match view.data {
             // SAFETY: both ranges checked by the caller and alive until the
             // synchronize below.
-            Some(src) => unsafe { gpu::copy_unified(stream, dst, src + remote_offset, len)? },
+            Some(src) => {
+                let src = remote_address(src, remote_offset)?;
+                // SAFETY: as just said.
+                unsafe { gpu::copy_unified(stream, dst, src, len)? }
+            }
             None => {
                 let mut bounce = vec![0u8; len];
                 r.get(remote_offset, bounce.as_mut_ptr(), len)?;
@@ -283,4 +297,15 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// The device address `offset` bytes into a peer's GPU data at `base`
+/// (the range was checked against the segment; an address that would
+/// still wrap is refused rather than computed).
+fn remote_address(base: DevicePtr, offset: u64) -> Result<DevicePtr> {
+    base.checked_add(offset).ok_or_else(|| {
+        Error::Gpu(gpu::GpuError::InvalidArgument(format!(
+            "offset {offset} past device address {base:#x}"
+        )))
+    })
 }

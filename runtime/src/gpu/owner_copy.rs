@@ -631,9 +631,13 @@ fn serve_entry(
                     _ => 4u32,
                 })?;
             let view = peer.gpu_view(home).map_err(|_| 3u32)?;
-            let peer_ptr = view.data.ok_or(1u32)? + e.peer_offset;
+            let peer_ptr = view
+                .data
+                .ok_or(1u32)?
+                .checked_add(e.peer_offset)
+                .ok_or(4u32)?;
             let own_ptr = own.unified_ptr(e.owner_offset, home, true);
-            let len = e.len as usize;
+            let len = usize::try_from(e.len).map_err(|_| 4u32)?;
             // SAFETY: both ranges were checked just above against segments
             // that stay alive in `tables`' owners until delete, which (as
             // for any GASPI request) the writer orders after its `wait`,

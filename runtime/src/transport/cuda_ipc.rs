@@ -70,6 +70,7 @@ pub(crate) fn attach(
     desc: &SegmentDescriptor,
     home: &Arc<OnceLock<u32>>,
 ) -> Result<Box<dyn RemoteSegment>> {
+    desc.validate()?;
     let MemoryDescriptor::GpuIpc {
         device,
         handle,
@@ -86,8 +87,11 @@ pub(crate) fn attach(
         .try_into()
         .map_err(|_| Error::Protocol(format!("a CUDA IPC handle of {} bytes", handle.len())))?;
     let mapping = PeerMapping::open(&desc.notifications)?;
-    let notifications_offset = desc.notifications_offset as usize;
-    if notifications_offset + NotificationArea::bytes_for(desc.notification_count) > mapping.len() {
+    let notifications_offset = usize::try_from(desc.notifications_offset)
+        .map_err(|_| Error::Protocol("the notification area lies outside its mapping".into()))?;
+    let area_end =
+        notifications_offset.checked_add(NotificationArea::bytes_for(desc.notification_count));
+    if area_end.is_none_or(|end| end > mapping.len()) {
         return Err(Error::Protocol(
             "the notification area lies outside its mapping".into(),
         ));
@@ -107,7 +111,9 @@ pub(crate) fn attach(
         size: desc.size,
         device: *device,
         handle,
-        ipc_offset: *offset + desc.data_offset,
+        ipc_offset: offset
+            .checked_add(desc.data_offset)
+            .ok_or_else(|| Error::Protocol("a GPU segment's offset wraps".into()))?,
         home: home.clone(),
         opened: OnceLock::new(),
         inbox: desc.inbox.clone(),
@@ -126,13 +132,16 @@ impl CudaIpcSegment {
         self.opened
             .get_or_init(|| {
                 // With the words in the allocation, map them too.
+                // In range: validate() checked the words against the data.
                 let len = match self.device_words_offset {
-                    Some(at) => at + 4 * u64::from(self.notifications.count()),
+                    Some(at) => at.saturating_add(4 * u64::from(self.notifications.count())),
                     None => self.size,
                 };
+                let len = usize::try_from(len).map_err(|_| {
+                    gpu::GpuError::InvalidArgument(format!("{len} bytes of a peer's GPU segment"))
+                })?;
                 let open_in = self.home.get().copied().unwrap_or(self.device);
-                let data =
-                    GpuIpcMapping::open(open_in, &self.handle, self.ipc_offset, len as usize)?;
+                let data = GpuIpcMapping::open(open_in, &self.handle, self.ipc_offset, len)?;
                 Ok((data, GpuStream::new(self.device)?))
             })
             .as_ref()

@@ -64,13 +64,14 @@ impl Transport for SharedMemoryTransport {
         desc: &SegmentDescriptor,
         home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>> {
+        desc.validate()?;
         let mut mappings = Vec::new();
         let data = match &desc.data {
             d @ MemoryDescriptor::SharedFd { .. } => {
                 let m = PeerMapping::open(d)?;
-                // SAFETY: the descriptor's data_offset + size lies within the
-                // memfd by construction on the owner's side, and PeerMapping
-                // checked the file is at least as long as the descriptor says.
+                // SAFETY: data_offset + size lies within the descriptor's
+                // length (validate, above), and PeerMapping checked the file
+                // is at least as long as the descriptor says.
                 let ptr = unsafe { m.as_ptr().add(desc.data_offset as usize) };
                 mappings.push(m);
                 Data::Mapped { ptr }
@@ -85,9 +86,9 @@ impl Transport for SharedMemoryTransport {
             mappings.len() - 1
         };
         let base = mappings[index].as_ptr();
-        // SAFETY: the owner laid out bytes_for(notification_count) bytes at
-        // notifications_offset within this mapping (LocalSegment), and the
-        // mapping lives in `mappings` as long as the area.
+        // SAFETY: bytes_for(notification_count) bytes at notifications_offset
+        // lie within the descriptor's length (validate, above), which this
+        // mapping has, and it lives in `mappings` as long as the area.
         let notifications = unsafe {
             NotificationArea::from_raw(
                 base.add(desc.notifications_offset as usize),
