@@ -67,6 +67,15 @@ enum Cmd {
     },
     /// atomic_fetch_add round trip to the other rank's segment.
     Atomic,
+    /// Start-up: how long `Gaspi::init` takes on every rank (median and
+    /// spread over the ranks), and the file descriptors and memory one rank
+    /// holds per peer once up. `GASPI_TRANSPORT=tcp` measures the network
+    /// path on one host.
+    Init {
+        /// Ranks to launch when started directly.
+        #[arg(long, default_value_t = 8)]
+        ranks: u32,
+    },
     /// CPU -> persistent kernel -> CPU notification round trip (GPU).
     NotifyRtt,
     /// GPU-to-GPU write_notify ping-pong, host- and device-driven (GPU).
@@ -159,6 +168,7 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
             let g = start(2)?;
             atomic(&g, cli.quick)?
         }
+        Cmd::Init { ranks } => init(*ranks)?,
         Cmd::NotifyRtt => match gpu::gpus("notify-rtt") {
             Err(skip) => skip,
             Ok(_) => gpu::notify_rtt(&start(2)?, cli.quick)?,
@@ -436,6 +446,75 @@ fn notify_rate(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error
         1.0 / samples.median()
     ));
     Ok(vec![r.with_ref_us("cacheline-pingpong", floor_us)])
+}
+
+/// Open file descriptors of this process.
+fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
+/// Resident memory of this process, KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4)
+}
+
+fn init(ranks: u32) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    let (fds, rss) = (open_fds(), rss_kib());
+    let t = Instant::now();
+    let g = start(ranks)?;
+    let init_us = t.elapsed().as_secs_f64() * 1e6;
+    // Every rank's figures into rank 0's segment: [init_us, fds, KiB].
+    let n = g.size();
+    let seg = g.segment_create(SEG, 64 * n as u64, Memory::Host, Group::ALL, Timeout::Block)?;
+    g.barrier(Group::ALL, Timeout::Block)?;
+    let held = [
+        init_us,
+        (open_fds() - fds) as f64,
+        rss_kib().saturating_sub(rss) as f64,
+    ];
+    let me = g.rank().0;
+    seg.write(64 * me as usize, &held)?;
+    if me != 0 {
+        g.write_notify(
+            SEG,
+            64 * me as u64,
+            Rank(0),
+            SEG,
+            64 * me as u64,
+            24,
+            NotifyId(me),
+            1,
+            Queue(0),
+        )?;
+        g.wait(Queue(0), Timeout::Block)?;
+        g.barrier(Group::ALL, Timeout::Block)?;
+        return Ok(Vec::new());
+    }
+    for _ in 1..n {
+        let id = g.notify_waitsome(SEG, NotifyId(1), n - 1, Timeout::Block)?;
+        g.notify_reset(SEG, id)?;
+    }
+    let mut times = report::Samples::with_capacity(n as usize);
+    let (mut fds_sum, mut kib_sum) = (0.0, 0.0);
+    for r in 0..n {
+        let v: Vec<f64> = seg.read_vec(64 * r as usize, 3)?;
+        times.push(v[0]);
+        fds_sum += v[1];
+        kib_sum += v[2];
+    }
+    let peers = (n.max(2) - 1) as f64;
+    let mut rec = Record::new("init", n).with_samples(&times);
+    rec.transport = Some(g.transport(Rank(n - 1))?.into());
+    rec.note = Some(format!(
+        "per rank once up: {:.1} fds and {:.0} KiB per peer (mean over ranks)",
+        fds_sum / n as f64 / peers,
+        kib_sum / n as f64 / peers
+    ));
+    g.barrier(Group::ALL, Timeout::Block)?;
+    Ok(vec![rec])
 }
 
 fn barrier(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {

@@ -199,3 +199,26 @@ fn the_matvec_job_runs_its_cpu_node_and_its_worker_on_two_hosts() {
         assert!(err < 1e-4, "products off by {err}: {r}");
     }
 }
+
+/// 64 ranks on 8 hosts (8 each): start, an all-to-all write_notify, a
+/// barrier, a clean end, on 2 cores.
+#[test]
+fn sixty_four_ranks_on_eight_hosts_start_exchange_and_end() {
+    let hosts = match NetNamespaces::create(8) {
+        Ok(h) => h,
+        Err(why) => {
+            return skip(
+                "sixty_four_ranks_on_eight_hosts_start_exchange_and_end",
+                &why,
+            )
+        }
+    };
+    let t = std::time::Instant::now();
+    across(
+        &hosts,
+        8,
+        &rank_bin!(),
+        &["all-to-all", "--rounds", "1", "--max-block", "4096"],
+    );
+    eprintln!("64 ranks on 8 hosts: {:?}", t.elapsed());
+}
