@@ -294,6 +294,48 @@ fn pingpong_with_child(iters: u64) -> io::Result<(Samples, Pid)> {
     Ok((samples, child))
 }
 
+/// Half round trip of `size`-byte messages over a loopback TCP connection
+/// (`TCP_NODELAY`) between this thread and an echo thread: what the kernel's
+/// TCP path costs with no runtime at all, the floor of the TCP transport.
+/// `iters` samples, each the mean of a batch of 16 round trips.
+///
+/// # Errors
+/// If a socket operation fails.
+pub fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
+    use std::io::{Read, Write};
+    const BATCH: u64 = 16;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let rounds = (iters + 1) * BATCH;
+    let echo = std::thread::spawn(move || -> io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        s.set_nodelay(true)?;
+        let mut buf = vec![0u8; size];
+        for _ in 0..rounds {
+            s.read_exact(&mut buf)?;
+            s.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    let mut buf = vec![1u8; size];
+    let mut samples = Samples::with_capacity(usize::try_from(iters).unwrap_or(0));
+    for i in 0..=iters {
+        let t0 = Instant::now();
+        for _ in 0..BATCH {
+            s.write_all(&buf)?;
+            s.read_exact(&mut buf)?;
+        }
+        if i > 0 {
+            samples.push(t0.elapsed().as_secs_f64() * 1e6 / (2 * BATCH) as f64);
+        }
+    }
+    echo.join()
+        .map_err(|_| io::Error::other("the echo thread panicked"))??;
+    Ok(samples)
+}
+
 /// Bandwidth in GB/s (1e9 bytes per second) of moving `size` bytes in
 /// `us` microseconds.
 pub fn gbps(size: usize, us: f64) -> f64 {

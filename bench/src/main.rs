@@ -265,12 +265,25 @@ fn pingpong(
                 samples.push(t.elapsed().as_secs_f64() * 1e6 / (2 * batch) as f64);
             }
         }
+        let transport = g.transport(peer)?;
         let mut r = Record::new("pingpong", 2).with_samples(&samples);
-        r.transport = Some(g.transport(peer)?.into());
+        r.transport = Some(transport.into());
         r.size = Some(size);
         r.iters = Some(batch * SAMPLES);
-        // Physical limit: one cache-line hand-off plus one copy of the payload.
-        out.push(r.with_ref_us("cacheline-pingpong+memcpy", floor_us + copy_us));
+        if transport == "tcp" {
+            // The floor of the network path: the kernel's TCP round trip
+            // with no runtime, measured now while the peer waits.
+            let tcp = if me.0 == 0 {
+                floor::tcp_pingpong(size as usize, if quick { 16 } else { 64 })?.median()
+            } else {
+                0.0
+            };
+            g.barrier(Group::ALL, Timeout::Block)?;
+            out.push(r.with_ref_us("raw-tcp-pingpong", tcp));
+        } else {
+            // Physical limit: one cache-line hand-off plus one copy of the payload.
+            out.push(r.with_ref_us("cacheline-pingpong+memcpy", floor_us + copy_us));
+        }
     }
     pp.finish(g)?;
     g.barrier(Group::ALL, Timeout::Block)?;
