@@ -378,6 +378,7 @@ impl Gaspi {
             let code = crate::launcher::relaunch_self(config.standalone_ranks)?;
             std::process::exit(code);
         }
+        crate::launcher::adopt_lifeline();
         let info = config.launch.clone();
         let rank = Rank(info.rank);
         let size = info.size;
