@@ -15,7 +15,7 @@ use crate::wire::Message;
 use gaspi_segments::HostId;
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -395,8 +395,7 @@ impl Gaspi {
             system.notifications.set_spin_work(helper.clone());
         }
         let system = Arc::new(system);
-        let listener = TcpListener::bind("0.0.0.0:0")
-            .map_err(|e| Error::io("binding the control listener", e))?;
+        let listener = bootstrap::control_listener(&info)?;
         let control = listener
             .local_addr()
             .map_err(|e| Error::io("control listener address", e))?;
