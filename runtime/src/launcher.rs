@@ -7,10 +7,9 @@
 //! launcher (`PR_SET_PDEATHSIG`). When a rank fails, the launcher stops the
 //! others (unless told to keep them running) and returns the exit code of
 //! the rank that failed first in time (its lifeline or pidfd tells first);
-//! on Ctrl-C or
-//! SIGTERM it stops them all. Segments live in
-//! memfds, which the kernel frees with the last process that maps them, so
-//! a stopped job leaves no shared-memory files behind.
+//! on Ctrl-C or SIGTERM it stops them all. Segments live in memfds, which
+//! the kernel frees with the last process that maps them, so a stopped job
+//! leaves no shared-memory files behind.
 
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
