@@ -399,6 +399,33 @@ impl Running {
         }
     }
 
+    /// Waits until stderr has a line containing `needle` and returns the
+    /// first such line; panics with the output after `timeout` or if the
+    /// process ends first.
+    pub fn wait_for_stderr_line(&mut self, needle: &str, timeout: Duration) -> String {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.stderr.iter().find(|l| l.contains(needle)) {
+                return l.clone();
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            match self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Ok(l) => self.take(l),
+                Err(RecvTimeoutError::Timeout) if Instant::now() < until => {}
+                Err(_) => {
+                    self.kill_group();
+                    panic!(
+                        "no stderr line with {needle:?} within {timeout:?}:\n{}",
+                        self.snapshot().dump()
+                    );
+                }
+            }
+        }
+    }
+
     /// Sends signal `sig` to the process (not its group).
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child, not yet reaped (the Child is

@@ -17,7 +17,6 @@ use crate::types::{Rank, RankState, SegId};
 use crate::wire::Message;
 use gaspi_segments::HostId;
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -443,6 +442,7 @@ impl Gaspi {
             let code = crate::launcher::relaunch_self(config.standalone_ranks)?;
             std::process::exit(code);
         }
+        crate::launcher::adopt_lifeline();
         let info = config.launch.clone();
         let rank = Rank(info.rank);
         let size = info.size;
@@ -459,8 +459,7 @@ impl Gaspi {
             system.notifications.set_spin_work(helper.clone());
         }
         let system = Arc::new(system);
-        let listener = TcpListener::bind("0.0.0.0:0")
-            .map_err(|e| Error::io("binding the control listener", e))?;
+        let listener = bootstrap::control_listener(&info)?;
         let control = listener
             .local_addr()
             .map_err(|e| Error::io("control listener address", e))?;

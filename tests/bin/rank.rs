@@ -229,6 +229,16 @@ enum Cmd {
     },
     /// Init, barrier, print "ready R", then sleep; exits 3 after 120 s.
     SleepForever,
+    /// After a first barrier `fail_rank` exits with `code`; the others
+    /// enter a second barrier and exit with `others_code` when it fails.
+    BarrierFail {
+        #[arg(long)]
+        fail_rank: u32,
+        #[arg(long)]
+        code: i32,
+        #[arg(long)]
+        others_code: i32,
+    },
 }
 
 fn main() {
@@ -294,6 +304,11 @@ fn main() {
             code,
         } => standalone(ranks, fail_rank, code),
         Cmd::SleepForever => sleep_forever(),
+        Cmd::BarrierFail {
+            fail_rank,
+            code,
+            others_code,
+        } => barrier_fail(fail_rank, code, others_code),
     };
     if let Err(e) = result {
         let rank = RANK.load(Ordering::Relaxed);
@@ -1791,4 +1806,30 @@ fn sleep_forever() -> Res {
     say(&g, format!("ready {}", g.rank().0));
     std::thread::sleep(Duration::from_secs(120));
     std::process::exit(3);
+}
+
+fn barrier_fail(fail_rank: u32, code: i32, others_code: i32) -> Res {
+    let g = init(Config::from_env())?;
+    // A rank still inside this barrier when `fail_rank` leaves may see it
+    // fail too: that is the same failure, met one barrier earlier.
+    if let Err(e) = g.barrier(Group::ALL, LONG) {
+        eprintln!(
+            "rank {}: first barrier failed ({e}); exiting with {others_code}",
+            g.rank().0
+        );
+        std::process::exit(others_code);
+    }
+    if g.rank().0 == fail_rank {
+        std::process::exit(code);
+    }
+    match g.barrier(Group::ALL, LONG) {
+        Err(e) => {
+            eprintln!(
+                "rank {}: barrier failed ({e}); exiting with {others_code}",
+                g.rank().0
+            );
+            std::process::exit(others_code);
+        }
+        Ok(()) => fail!("the barrier passed without rank {fail_rank}"),
+    }
 }

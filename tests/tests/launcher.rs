@@ -218,3 +218,42 @@ fn a_rank_with_the_wrong_job_key_is_refused_at_the_rendezvous() {
     );
     rank0.assert_nothing_left(&before);
 }
+
+/// The rank named by the launcher's first `gaspi-run: rank R exited` report,
+/// and whether that report calls it the first. The launcher writes each of
+/// its lines at once, but a rank's line written piecemeal may surround it,
+/// so it is looked for anywhere.
+fn first_rank_exit_logged(stderr: &str) -> Option<(u32, bool)> {
+    let (_, rest) = stderr.split_once("gaspi-run: rank ")?;
+    let line = rest.lines().next()?;
+    let (rank, what) = line.split_once(" exited")?;
+    Some((rank.parse().ok()?, what.ends_with(" first")))
+}
+
+#[test]
+fn gaspi_run_returns_the_code_of_the_rank_that_failed_first_when_the_others_fail_at_once() {
+    // Rank 2 exits 3; the others exit 5 as soon as their barrier fails,
+    // a few milliseconds later: the job's code is 3, every time.
+    let before = shm_files();
+    for run in 1..=5 {
+        let out = Job::new(&rank_bin!(), 4)
+            .args(&[
+                "barrier-fail",
+                "--fail-rank",
+                "2",
+                "--code",
+                "3",
+                "--others-code",
+                "5",
+            ])
+            .run();
+        assert_eq!(out.code, 3, "run {run}: wrong exit code:\n{}", out.dump());
+        assert_eq!(
+            first_rank_exit_logged(&out.stderr),
+            Some((2, true)),
+            "run {run}: the launcher did not name rank 2 first:\n{}",
+            out.dump()
+        );
+        out.assert_nothing_left(&before);
+    }
+}

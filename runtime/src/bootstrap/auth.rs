@@ -27,24 +27,31 @@ fn mac(key: &[u8], purpose: &str, nonce: &[u8], payload: &[u8]) -> Hmac<Sha256> 
     m
 }
 
-/// Accepting side: challenges the peer and returns its authenticated payload.
-pub(crate) fn challenge<T: DeserializeOwned>(
-    stream: &mut TcpStream,
+/// Accepting side, first step: a fresh challenge, sent as one frame.
+pub(crate) fn new_nonce() -> [u8; 32] {
+    rand::random()
+}
+
+/// Accepting side, second step: checks `answer` (the body of the peer's
+/// answer frame) against the challenge `nonce` and returns the peer's
+/// authenticated payload. `peer` names the connection in the error.
+pub(crate) fn verify<T: DeserializeOwned>(
     key: &[u8],
     purpose: &str,
+    nonce: &[u8],
+    answer: &[u8],
+    peer: &str,
 ) -> Result<T> {
-    let nonce: [u8; 32] = rand::random();
-    write_frame(stream, &nonce.to_vec())?;
-    let answer: Answer = read_frame(stream)?;
-    mac(key, purpose, &nonce, &answer.payload)
+    let answer: Answer = crate::wire::decode(answer).map_err(|e| {
+        Error::Bootstrap(format!(
+            "a connection from {peer} sent no answer to the challenge ({e}); dropped"
+        ))
+    })?;
+    mac(key, purpose, nonce, &answer.payload)
         .verify_slice(&answer.mac)
         .map_err(|_| {
             Error::Bootstrap(format!(
-                "a connection from {} did not prove the job key; dropped",
-                stream
-                    .peer_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_else(|_| "?".into())
+                "a connection from {peer} did not prove the job key; dropped"
             ))
         })?;
     crate::wire::decode(&answer.payload)

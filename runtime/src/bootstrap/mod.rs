@@ -10,8 +10,15 @@
 //!    from every `j > i`, again proving the key. These control connections
 //!    go to the progress engines; a connection that closes tells that its
 //!    peer is gone.
+//!
+//! The listeners accept through [`handshake`]: every connection gets a few
+//! seconds of its own to prove the key while acceptance goes on, so one
+//! that connects and says nothing costs the job nothing. They listen on
+//! the address the job uses ([`control_listener`]), loopback for a job on
+//! one host.
 
 pub(crate) mod auth;
+mod handshake;
 mod launch_env;
 
 pub use launch_env::{first_slurm_node, LaunchInfo, Launcher};
@@ -21,7 +28,7 @@ use crate::segment::SegmentDescriptor;
 use crate::wire::{read_frame, write_frame};
 use gaspi_segments::HostId;
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
@@ -58,25 +65,6 @@ fn blocking(stream: &TcpStream, deadline: Instant) -> Result<()> {
         .map_err(|e| Error::io("configuring a bootstrap socket", e))
 }
 
-/// Accepts one connection before `deadline` (polling: this is start-up only).
-fn accept_until(listener: &TcpListener, deadline: Instant, what: &str) -> Result<TcpStream> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("configuring a listener", e))?;
-    loop {
-        match listener.accept() {
-            Ok((s, _)) => return Ok(s),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(Error::Bootstrap(format!("timed out waiting for {what}")));
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => return Err(Error::io(format!("accepting {what}"), e)),
-        }
-    }
-}
-
 /// Connects to `addr`, retrying until `deadline` (the peer may not listen yet).
 fn connect_until(addr: SocketAddr, deadline: Instant, what: &str) -> Result<TcpStream> {
     let mut pause = Duration::from_millis(5);
@@ -105,17 +93,69 @@ fn rendezvous_listener(info: &LaunchInfo) -> Result<TcpListener> {
     let addr = info
         .rendezvous
         .ok_or_else(|| Error::Bootstrap("no rendezvous address".into()))?;
-    // Listen on every interface at the agreed port: rank 0's own address may
-    // differ from the name the others resolve (the connections authenticate).
-    let any = SocketAddr::new(
-        if addr.is_ipv4() {
-            IpAddr::from([0, 0, 0, 0])
-        } else {
-            IpAddr::from([0u16; 8])
-        },
-        addr.port(),
-    );
-    TcpListener::bind(any).map_err(|e| Error::io(format!("binding the rendezvous at {any}"), e))
+    // Listen where the others were told to connect: that is an address of
+    // this host. Where it is not (a name the others resolve differently,
+    // a NAT), listen on every interface at the agreed port; the
+    // connections authenticate.
+    match TcpListener::bind(addr) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            let any = SocketAddr::new(unspecified(addr.ip()), addr.port());
+            tracing::warn!(
+                "the rendezvous address {addr} is not one of this host's; listening on {any}"
+            );
+            TcpListener::bind(any)
+                .map_err(|e| Error::io(format!("binding the rendezvous at {any}"), e))
+        }
+        Err(e) => Err(Error::io(format!("binding the rendezvous at {addr}"), e)),
+    }
+}
+
+fn unspecified(like: IpAddr) -> IpAddr {
+    if like.is_ipv4() {
+        IpAddr::from([0, 0, 0, 0])
+    } else {
+        IpAddr::from([0u16; 8])
+    }
+}
+
+/// The address of this host that the job's traffic uses: the rendezvous
+/// address itself when it is loopback (a job on one host), else the source
+/// address of the route to it (found with an unconnected UDP socket; nothing
+/// is sent). `None` when there is no route.
+fn job_ip(info: &LaunchInfo) -> Option<IpAddr> {
+    let Some(rv) = info.rendezvous else {
+        return Some(IpAddr::from([127, 0, 0, 1]));
+    };
+    if rv.ip().is_loopback() {
+        return Some(rv.ip());
+    }
+    let probe = UdpSocket::bind(SocketAddr::new(unspecified(rv.ip()), 0)).ok()?;
+    probe.connect(rv).ok()?;
+    let ip = probe.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then_some(ip)
+}
+
+/// This rank's control listener, on the address of this host the job uses
+/// (see [`job_ip`]); on every interface only when that cannot be found.
+pub(crate) fn control_listener(info: &LaunchInfo) -> Result<TcpListener> {
+    let ip = job_ip(info).unwrap_or_else(|| {
+        let any = unspecified(
+            info.rendezvous
+                .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip()),
+        );
+        tracing::warn!(
+            "no route to the rendezvous {:?}; the control listener takes every interface",
+            info.rendezvous
+        );
+        any
+    });
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0))
+        .map_err(|e| Error::io(format!("binding the control listener on {ip}"), e))?;
+    if let Ok(a) = listener.local_addr() {
+        tracing::debug!(rank = info.rank, "control listener on {a}");
+    }
+    Ok(listener)
 }
 
 /// Exchanges endpoints through rank 0; returns them indexed by rank.
@@ -127,25 +167,31 @@ pub(crate) fn exchange_endpoints(
     let n = info.size as usize;
     if info.rank == 0 {
         let listener = rendezvous_listener(info)?;
+        if let Ok(a) = listener.local_addr() {
+            tracing::debug!("rendezvous listening on {a}");
+        }
         let mut table: Vec<Option<Endpoint>> = vec![None; n];
-        let mut conns = Vec::with_capacity(n - 1);
-        while conns.len() < n - 1 {
-            let mut s = accept_until(&listener, deadline, "the other ranks at the rendezvous")?;
-            blocking(&s, deadline)?;
-            let ep: Endpoint = match auth::challenge(&mut s, &info.job_key, RENDEZVOUS) {
-                Ok(ep) => ep,
-                Err(e) => {
-                    tracing::warn!("rendezvous: {e}");
-                    continue;
+        let accepted = handshake::accept_authenticated(
+            &listener,
+            &info.job_key,
+            RENDEZVOUS,
+            n - 1,
+            deadline,
+            "the other ranks at the rendezvous",
+            |ep: &Endpoint| {
+                let r = ep.rank as usize;
+                if r == 0 || r >= n || table[r].is_some() {
+                    return Err(Error::Bootstrap(format!(
+                        "rendezvous: a second or impossible rank {r} checked in"
+                    )));
                 }
-            };
-            let r = ep.rank as usize;
-            if r == 0 || r >= n || table[r].is_some() {
-                return Err(Error::Bootstrap(format!(
-                    "rendezvous: a second or impossible rank {r} checked in"
-                )));
-            }
-            table[r] = Some(ep);
+                table[r] = Some(ep.clone());
+                Ok(())
+            },
+        )?;
+        let mut conns = Vec::with_capacity(n - 1);
+        for (s, _) in accepted {
+            blocking(&s, deadline)?;
             conns.push(s);
         }
         table[0] = Some(me);
@@ -154,10 +200,13 @@ pub(crate) fn exchange_endpoints(
             .map(|e| e.expect("all ranks checked in"))
             .collect();
         for mut s in conns {
-            // Tell each peer rank 0's address as seen from that peer.
+            // A control listener on every interface: tell each peer rank
+            // 0's address as seen from that peer.
             let mut t = table.clone();
-            if let Ok(local) = s.local_addr() {
-                t[0].control.set_ip(local.ip());
+            if t[0].control.ip().is_unspecified() {
+                if let Ok(local) = s.local_addr() {
+                    t[0].control.set_ip(local.ip());
+                }
             }
             write_frame(&mut s, &t)?;
         }
@@ -169,8 +218,10 @@ pub(crate) fn exchange_endpoints(
         let mut s = connect_until(addr, deadline, "rank 0's rendezvous")?;
         blocking(&s, deadline)?;
         let mut me = me;
-        if let Ok(local) = s.local_addr() {
-            me.control.set_ip(local.ip());
+        if me.control.ip().is_unspecified() {
+            if let Ok(local) = s.local_addr() {
+                me.control.set_ip(local.ip());
+            }
         }
         auth::answer(&mut s, &info.job_key, RENDEZVOUS, &me)?;
         let table: Vec<Endpoint> = read_frame(&mut s).map_err(|e| {
@@ -204,25 +255,31 @@ pub(crate) fn connect_mesh(
         auth::answer(&mut s, key, MESH, &(rank, j as u32))?;
         conns[j] = Some(s);
     }
-    let mut expected = n - 1 - rank as usize;
-    while expected > 0 {
-        let mut s = accept_until(listener, deadline, "connections from higher ranks")?;
-        blocking(&s, deadline)?;
-        let (from, to): (u32, u32) = match auth::challenge(&mut s, key, MESH) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("control connection: {e}");
-                continue;
-            }
-        };
-        let f = from as usize;
-        if to != rank || f <= rank as usize || f >= n || conns[f].is_some() {
-            return Err(Error::Bootstrap(format!(
-                "unexpected control connection from rank {from} to rank {to}"
-            )));
+    let expected = n - 1 - rank as usize;
+    if expected > 0 {
+        let mut seen = vec![false; n];
+        let accepted = handshake::accept_authenticated(
+            listener,
+            key,
+            MESH,
+            expected,
+            deadline,
+            "connections from higher ranks",
+            |&(from, to): &(u32, u32)| {
+                let f = from as usize;
+                if to != rank || f <= rank as usize || f >= n || seen[f] {
+                    return Err(Error::Bootstrap(format!(
+                        "unexpected control connection from rank {from} to rank {to}"
+                    )));
+                }
+                seen[f] = true;
+                Ok(())
+            },
+        )?;
+        for (s, (from, _)) in accepted {
+            blocking(&s, deadline)?;
+            conns[from as usize] = Some(s);
         }
-        conns[f] = Some(s);
-        expected -= 1;
     }
     Ok(conns)
 }

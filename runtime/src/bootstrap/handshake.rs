@@ -1,0 +1,241 @@
+//! Accepting the other ranks at start-up without letting any connection
+//! hold up the others.
+//!
+//! A listener of a starting job (rank 0's rendezvous, every rank's control
+//! port) can be reached by anyone who can reach the port. Each connection
+//! it accepts is challenged ([`super::auth`]) with a deadline of its own,
+//! [`HANDSHAKE_TIMEOUT`], and all pending handshakes advance together on
+//! non-blocking sockets under one `poll`: a connection that sends nothing,
+//! sends garbage or cannot prove the job key is dropped with a warning,
+//! and acceptance goes on meanwhile.
+
+use super::auth;
+use crate::error::{Error, Result};
+use serde::de::DeserializeOwned;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// How long one connection may take to answer the challenge. A rank that
+/// connects answers at once (it is waiting for the challenge); this only
+/// bounds what a stranger can cost: a socket, for this long.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Handshakes pending at once; a new connection beyond them evicts the
+/// oldest (which, given the deadline, is the likeliest to be a stranger).
+const MAX_PENDING: usize = 64;
+
+/// The largest answer accepted before the key is proved: an endpoint is a
+/// few hundred bytes.
+const MAX_ANSWER: usize = 64 << 10;
+
+/// One accepted connection that has not yet proved the key.
+struct Pending {
+    stream: TcpStream,
+    peer: String,
+    nonce: [u8; 32],
+    /// The challenge frame, and how much of it is sent.
+    out: Vec<u8>,
+    sent: usize,
+    /// The answer frame so far (read exactly, never past its end: what the
+    /// peer sends after it belongs to whoever takes the connection over).
+    buf: Vec<u8>,
+    until: Instant,
+}
+
+/// What a handshake step came to.
+enum Step {
+    /// Waiting for the peer.
+    Wait,
+    /// The answer frame's body.
+    Answered(Vec<u8>),
+    /// Not a rank of this job (the reason).
+    Drop(String),
+}
+
+impl Pending {
+    fn new(stream: TcpStream, until: Instant) -> Result<Pending> {
+        stream
+            .set_nonblocking(true)
+            .and_then(|_| stream.set_nodelay(true))
+            .map_err(|e| Error::io("configuring an accepted connection", e))?;
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let nonce = auth::new_nonce();
+        let out = crate::wire::encode(&nonce.to_vec())?;
+        Ok(Pending {
+            stream,
+            peer,
+            nonce,
+            out,
+            sent: 0,
+            buf: Vec::with_capacity(256),
+            until,
+        })
+    }
+
+    fn events(&self) -> libc::c_short {
+        if self.sent < self.out.len() {
+            libc::POLLOUT
+        } else {
+            libc::POLLIN
+        }
+    }
+
+    /// How many more bytes the answer frame needs.
+    fn need(&self) -> std::result::Result<usize, String> {
+        if self.buf.len() < 4 {
+            return Ok(4 - self.buf.len());
+        }
+        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_ANSWER {
+            return Err(format!("announced an answer of {len} bytes"));
+        }
+        Ok(4 + len - self.buf.len())
+    }
+
+    fn advance(&mut self) -> Step {
+        while self.sent < self.out.len() {
+            match self.stream.write(&self.out[self.sent..]) {
+                Ok(0) => return Step::Drop("closed the connection".into()),
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Step::Drop(format!("sending the challenge: {e}")),
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        loop {
+            let need = match self.need() {
+                Ok(0) => return Step::Answered(self.buf.split_off(4)),
+                Ok(n) => n.min(chunk.len()),
+                Err(why) => return Step::Drop(why),
+            };
+            match self.stream.read(&mut chunk[..need]) {
+                Ok(0) => return Step::Drop("closed the connection without answering".into()),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Step::Drop(format!("reading the answer: {e}")),
+            }
+        }
+    }
+}
+
+/// Accepts connections on `listener` until `want` of them have proved the
+/// job key for `purpose`, each answering with a payload that `admit` takes
+/// (an error of `admit` ends the start-up: it comes from a key holder).
+/// Returns them in the order they completed, streams still non-blocking.
+pub(crate) fn accept_authenticated<T: DeserializeOwned>(
+    listener: &TcpListener,
+    key: &[u8],
+    purpose: &str,
+    want: usize,
+    deadline: Instant,
+    what: &str,
+    mut admit: impl FnMut(&T) -> Result<()>,
+) -> Result<Vec<(TcpStream, T)>> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("configuring a listener", e))?;
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut done = Vec::with_capacity(want);
+    while done.len() < want {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Error::Bootstrap(format!("timed out waiting for {what}")));
+        }
+        pending.retain(|p| {
+            if now >= p.until {
+                tracing::warn!(
+                    "{what}: a connection from {} did not answer the challenge within {:?}; dropped",
+                    p.peer,
+                    HANDSHAKE_TIMEOUT
+                );
+            }
+            now < p.until
+        });
+        let wake = pending.iter().map(|p| p.until).fold(deadline, Instant::min);
+        let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .chain(pending.iter().map(|p| libc::pollfd {
+                fd: p.stream.as_raw_fd(),
+                events: p.events(),
+                revents: 0,
+            }))
+            .collect();
+        let ms = wake
+            .saturating_duration_since(now)
+            .as_micros()
+            .div_ceil(1000)
+            .min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds, alive across
+        // the call; its descriptors belong to `listener` and `pending`.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if n <= 0 {
+            // Timeout (expiry is handled above) or EINTR.
+            continue;
+        }
+        // Handshakes in progress, back to front so that removal keeps the
+        // indices of those still to visit.
+        for i in (0..pending.len()).rev() {
+            if fds[i + 1].revents == 0 {
+                continue;
+            }
+            match pending[i].advance() {
+                Step::Wait => {}
+                Step::Drop(why) => {
+                    let p = pending.remove(i);
+                    tracing::warn!("{what}: a connection from {} {why}; dropped", p.peer);
+                }
+                Step::Answered(body) => {
+                    let p = pending.remove(i);
+                    match auth::verify::<T>(key, purpose, &p.nonce, &body, &p.peer) {
+                        Ok(v) => {
+                            admit(&v)?;
+                            done.push((p.stream, v));
+                        }
+                        Err(e) => tracing::warn!("{what}: {e}"),
+                    }
+                }
+            }
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        loop {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    if pending.len() >= MAX_PENDING {
+                        let old = pending.remove(0);
+                        tracing::warn!(
+                            "{what}: {MAX_PENDING} handshakes pending; dropped the oldest, from {}",
+                            old.peer
+                        );
+                    }
+                    // The challenge goes out when poll finds the socket
+                    // writable, at once.
+                    let until = (Instant::now() + HANDSHAKE_TIMEOUT).min(deadline);
+                    pending.push(Pending::new(s, until)?);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted
+                            | ErrorKind::ConnectionAborted
+                            | ErrorKind::ConnectionReset
+                    ) => {}
+                Err(e) => return Err(Error::io(format!("accepting {what}"), e)),
+            }
+        }
+    }
+    Ok(done)
+}
