@@ -433,8 +433,14 @@ impl Config {
 
     /// Whether every rank of this host can have a core of its own.
     fn local_ranks_fit_cores(&self) -> bool {
+        self.local_threads_fit_cores(1)
+    }
+
+    /// Whether `per_rank` busy threads of every rank of this host fit its
+    /// cores.
+    pub(crate) fn local_threads_fit_cores(&self, per_rank: u32) -> bool {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        self.launch.local_size <= cores
+        self.launch.local_size.saturating_mul(per_rank) <= cores
     }
 
     /// The spin budget in force: the configured one, or one chosen from the

@@ -436,7 +436,7 @@ impl Gaspi {
     /// Without a launcher and with [`Config::standalone_ranks`] above 1,
     /// this process becomes the launcher of that many copies of itself and
     /// exits with the job's exit code; `init` returns in the copies.
-    pub fn init(config: Config) -> Result<Gaspi> {
+    pub fn init(mut config: Config) -> Result<Gaspi> {
         config.validate()?;
         if config.launch.is_standalone() && config.standalone_ranks > 1 {
             let code = crate::launcher::relaunch_self(config.standalone_ranks)?;
@@ -458,7 +458,6 @@ impl Gaspi {
         if let Some(helper) = &copy_helper {
             system.notifications.set_spin_work(helper.clone());
         }
-        let system = Arc::new(system);
         let listener = bootstrap::control_listener(&info)?;
         let control = listener
             .local_addr()
@@ -516,6 +515,18 @@ impl Gaspi {
                 transport,
             });
         }
+        // A rank that TCP peers reach needs two threads at times: its
+        // progress engine applies what arrives while the application waits
+        // for it. Where the host has no core for both, waiters spin only
+        // briefly, so they do not starve the engine that would wake them.
+        let tcp_peers = peers
+            .iter()
+            .any(|p| p.transport.as_ref().is_some_and(|t| t.name() == "tcp"));
+        if tcp_peers && config.spin.is_none() && !config.local_threads_fit_cores(2) {
+            config.spin = Some(crate::config::SHORT_SPIN);
+            system.notifications.set_spin(crate::config::SHORT_SPIN);
+        }
+        let system = Arc::new(system);
         let inner = Arc::new(Inner {
             rank,
             size,
