@@ -18,7 +18,7 @@ use crate::wire::Message;
 use gaspi_segments::HostId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Index of the internal system segment in the remote tables; user ids are
@@ -34,8 +34,12 @@ pub(crate) struct Peer {
     /// healthy). Set right after `state`: a reader may see the state first
     /// and a stale `u64::MAX` for a moment, which only ranks it last.
     failed_seq: AtomicU64,
-    /// Control connection (writing side); `None` for this rank.
-    pub(crate) control: Option<ControlOut>,
+    /// Control connection (writing side): made at start-up with rank 0,
+    /// on first use with the others (`Inner::control_to`); never for this
+    /// rank.
+    pub(crate) control: OnceLock<ControlOut>,
+    /// Held while this rank connects to the peer.
+    connecting: Mutex<()>,
     /// How its segments are reached; `None` when no transport does.
     pub transport: Option<Arc<dyn Transport>>,
 }
@@ -64,6 +68,11 @@ pub(crate) struct Inner {
     tokens: AtomicU64,
     /// Reads posted through the TCP transport, awaiting their data.
     pub posted_reads: crate::transport::tcp::PostedReads,
+    /// Connections this rank's threads made, for the progress engine to
+    /// read (it takes them when woken).
+    pub made_connections: Mutex<Vec<(Rank, Arc<std::net::TcpStream>)>>,
+    /// Wakes the progress engine.
+    pub engine_waker: OnceLock<Arc<mio::Waker>>,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
     failures: AtomicU64,
     /// Calls, bytes and waiting time (see `stats.rs`).
@@ -168,9 +177,10 @@ impl Inner {
     }
 
     /// Records that `rank` is gone; wakes every waiter so it can notice.
-    pub fn mark(&self, rank: Rank, state: RankState) {
+    /// True when this changed its state (the first news of it).
+    pub fn mark(&self, rank: Rank, state: RankState) -> bool {
         let v = match state {
-            RankState::Healthy => return,
+            RankState::Healthy => return false,
             RankState::Terminated => TERMINATED,
             RankState::Corrupt => CORRUPT,
         };
@@ -194,6 +204,7 @@ impl Inner {
             }
             self.wake_all();
         }
+        changed
     }
 
     /// A token no other request of this rank carries.
@@ -250,15 +261,12 @@ impl Inner {
         op: &'static str,
     ) -> Result<()> {
         self.peer_ok(rank)?;
-        let control = self.peers[rank.0 as usize]
-            .control
-            .as_ref()
-            .ok_or_else(|| Error::Protocol(format!("no control connection to {rank}")))?;
-        let frame = crate::wire::encode(msg)?;
         let deadline = match urgency {
             Urgency::Now => None,
             Urgency::Within(d) => d,
         };
+        let control = self.control_to(rank, deadline)?;
+        let frame = crate::wire::encode(msg)?;
         loop {
             match control.offer(&frame, urgency == Urgency::Now) {
                 Ok(Offered::Sent | Offered::Queued) => return Ok(()),
@@ -285,12 +293,88 @@ impl Inner {
         }
     }
 
+    /// The control connection to `rank`, made now if this is the first
+    /// use (decision 0022): connected to the peer's control listener and
+    /// authenticated within `deadline` (`None`: while the peer lives), then
+    /// handed to the progress engine for reading. The engine itself never
+    /// connects (it must not block): its answers go to peers that reached
+    /// it, whose connection it keeps.
+    pub fn control_to(&self, rank: Rank, deadline: Option<Instant>) -> Result<&ControlOut> {
+        let peer = &self.peers[rank.0 as usize];
+        if let Some(c) = peer.control.get() {
+            return Ok(c);
+        }
+        if rank == self.rank || crate::progress::on_engine_thread() {
+            return Err(Error::Protocol(format!("no control connection to {rank}")));
+        }
+        let _one = peer.connecting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = peer.control.get() {
+            return Ok(c);
+        }
+        let stream = bootstrap::connect_peer(
+            self.rank.0,
+            &peer.endpoint,
+            &self.config.launch.job_key,
+            deadline,
+            || self.peer_ok(rank),
+        )
+        .map_err(|e| match e {
+            // Nobody listens there any more: the process is gone (or left
+            // in order, which the survivors' gossip tells soon after).
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused => {
+                self.peer_ok(rank).err().unwrap_or(Error::PeerDead { rank })
+            }
+            e => e,
+        })?;
+        crate::control::watch_liveness(&stream, self.config.peer_timeout)?;
+        let stream = Arc::new(stream);
+        // The engine may have taken a connection from the peer meanwhile:
+        // then that one carries our frames and this one only the peer's.
+        let _ = peer.control.set(ControlOut::new(stream.clone())?);
+        self.made_connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((rank, stream));
+        if let Some(w) = self.engine_waker.get() {
+            let _ = w.wake();
+        }
+        tracing::debug!("connected to {rank} on first use");
+        Ok(peer.control.get().expect("set just above or by the engine"))
+    }
+
+    /// Whether this rank has a control connection to `rank` (it has sent
+    /// to it, or `rank` to it, or `rank` is rank 0 or this is).
+    pub fn connected(&self, rank: Rank) -> bool {
+        self.peers[rank.0 as usize].control.get().is_some()
+    }
+
+    /// Records that `rank` is gone, on this rank's own evidence or a
+    /// peer's report, and tells every peer connected to this rank, so that
+    /// news of a death reaches ranks that never talked to the dead one
+    /// (through rank 0, which every rank is connected to). Each rank
+    /// forwards a death once, the first time it learns of it.
+    pub fn mark_gone(&self, rank: Rank, state: RankState) {
+        if !self.mark(rank, state) {
+            return;
+        }
+        let msg = Message::PeerGone {
+            rank: rank.0,
+            terminated: state == RankState::Terminated,
+        };
+        for (r, p) in self.peers.iter().enumerate() {
+            if r as u32 != rank.0 && p.control.get().is_some() && self.peer_healthy(Rank(r as u32))
+            {
+                let _ = self.send(Rank(r as u32), &msg);
+            }
+        }
+    }
+
     /// Waits up to `bound` for every control connection to hand its queued
     /// frames to the kernel (termination: a goodbye must not be lost).
     fn flush_all(&self, bound: Duration) {
         let end = Instant::now() + bound;
         for p in &self.peers {
-            let Some(c) = &p.control else { continue };
+            let Some(c) = p.control.get() else { continue };
             while matches!(c.flush(), Ok(n) if n > 0) && Instant::now() < end {
                 c.wait_room(Duration::from_millis(10));
             }
@@ -405,6 +489,26 @@ impl Inner {
     }
 }
 
+/// Raises this process's soft limit on open files to its hard limit: a
+/// rank holds a descriptor per connected peer, and the usual soft limit of
+/// 1024 would cap a job at about a thousand ranks (GPI-2's issue #66).
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the one rlimit struct
+    // passed, which lives across both calls.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::debug!("could not raise the open-file limit");
+            }
+        }
+    }
+}
+
 /// A rank's handle on the job: every GASPI call is a method of it.
 ///
 /// `Gaspi` is `Send + Sync`: threads may share it. Dropping it terminates
@@ -472,22 +576,29 @@ impl Gaspi {
             control,
             system: system.descriptor.clone(),
         };
-        let (table, conns) = if size > 1 {
-            let table = bootstrap::exchange_endpoints(&info, me, deadline)?;
-            let conns =
-                bootstrap::connect_mesh(rank.0, &table, &listener, &info.job_key, deadline)?;
-            (table, conns)
+        raise_fd_limit();
+        // Rank 0 and every other rank stay connected through the
+        // rendezvous; every other pair connects on first use.
+        let (table, star) = if size > 1 {
+            bootstrap::exchange_endpoints(&info, me, deadline)?
         } else {
-            (vec![me], vec![None])
+            (vec![me], Vec::new())
         };
-        drop(listener);
+        let mut star: Vec<Option<std::net::TcpStream>> = {
+            let mut by_rank: Vec<Option<std::net::TcpStream>> = (0..size).map(|_| None).collect();
+            for (r, s) in star {
+                by_rank[r as usize] = Some(s);
+            }
+            by_rank
+        };
         let here = HostId::current();
         let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
         let tcp = Arc::new(TcpTransport::default());
         let tcp_dyn: Arc<dyn Transport> = tcp.clone();
         let mut readers = Vec::new();
         let mut peers = Vec::with_capacity(size as usize);
-        for (ep, conn) in table.into_iter().zip(conns) {
+        for ep in table {
+            let conn = star[ep.rank as usize].take();
             // A rank reaches itself through shared memory whatever else.
             let same_host =
                 ep.host == here && (ep.rank == rank.0 || config.transport == TransportChoice::Auto);
@@ -496,22 +607,19 @@ impl Gaspi {
             } else {
                 tcp_dyn.clone()
             });
-            let control = match conn {
-                Some(c) => {
-                    let reader = c
-                        .try_clone()
-                        .map_err(|e| Error::io("cloning a control socket", e))?;
-                    readers.push((Rank(ep.rank), reader));
-                    crate::control::watch_liveness(&c, config.peer_timeout)?;
-                    Some(ControlOut::new(c)?)
-                }
-                None => None,
-            };
+            let control = OnceLock::new();
+            if let Some(c) = conn {
+                crate::control::watch_liveness(&c, config.peer_timeout)?;
+                let c = Arc::new(c);
+                let _ = control.set(ControlOut::new(c.clone())?);
+                readers.push((Rank(ep.rank), c));
+            }
             peers.push(Peer {
                 endpoint: ep,
                 state: AtomicU8::new(HEALTHY),
                 failed_seq: AtomicU64::new(u64::MAX),
                 control,
+                connecting: Mutex::new(()),
                 transport,
             });
         }
@@ -539,6 +647,8 @@ impl Gaspi {
             replies: Replies::default(),
             tokens: AtomicU64::new(1),
             posted_reads: Default::default(),
+            made_connections: Mutex::new(Vec::new()),
+            engine_waker: OnceLock::new(),
             failures: AtomicU64::new(0),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
@@ -559,7 +669,7 @@ impl Gaspi {
                 inner.attach(Rank(r), SYSTEM_SEG, &desc)?;
             }
         }
-        let engine = ProgressEngine::start(inner.clone(), readers)?;
+        let engine = ProgressEngine::start(inner.clone(), readers, listener)?;
         let by_transport = |name: &str| {
             (0..size)
                 .filter(|&r| r != rank.0 && inner.transport_name(Rank(r)) == name)
@@ -593,8 +703,11 @@ impl Gaspi {
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
+        // Goodbye to every peer this rank is connected to (the engine says
+        // it on the connections that only carry the peers' frames).
         for r in 0..self.inner.size {
-            if r != self.inner.rank.0 && self.inner.peer_ok(Rank(r)).is_ok() {
+            let connected = self.inner.peers[r as usize].control.get().is_some();
+            if r != self.inner.rank.0 && connected && self.inner.peer_ok(Rank(r)).is_ok() {
                 let _ = self.inner.send(Rank(r), &Message::Goodbye);
             }
         }
@@ -630,6 +743,26 @@ impl Gaspi {
     pub fn transport(&self, rank: Rank) -> Result<&'static str> {
         self.inner.check_rank(rank)?;
         Ok(self.inner.transport_name(rank))
+    }
+
+    /// The ranks this rank has a control connection to, ascending. At
+    /// start-up rank 0 is connected to every rank and every rank to rank 0;
+    /// other pairs connect when one first sends to the other (a request
+    /// over TCP, a segment registration, a passive message).
+    ///
+    /// ```no_run
+    /// use gaspi::{Config, Gaspi, Rank};
+    /// let g = Gaspi::init(Config::from_env()?)?;
+    /// if g.rank() != Rank(0) {
+    ///     assert_eq!(g.connections(), vec![Rank(0)]);
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn connections(&self) -> Vec<Rank> {
+        (0..self.inner.size)
+            .map(Rank)
+            .filter(|&r| r != self.inner.rank && self.inner.connected(r))
+            .collect()
     }
 
     /// Checks that `rank` is alive and answering, within `timeout`.

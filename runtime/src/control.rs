@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Bytes an outbox may hold before callers with a deadline wait for room:
@@ -64,7 +64,8 @@ pub(crate) enum Offered {
 
 #[derive(Debug)]
 struct Outbox {
-    stream: TcpStream,
+    /// Shared with the progress engine, which reads the same socket.
+    stream: Arc<TcpStream>,
     /// Bytes not yet taken by the socket start at `pending[taken..]`.
     pending: Vec<u8>,
     taken: usize,
@@ -80,8 +81,9 @@ pub(crate) struct ControlOut {
 }
 
 impl ControlOut {
-    /// Wraps the writing half; the socket is made non-blocking.
-    pub fn new(stream: TcpStream) -> Result<ControlOut> {
+    /// Wraps the writing side of a connection whose reading side the
+    /// progress engine has (the same socket); it is made non-blocking.
+    pub fn new(stream: Arc<TcpStream>) -> Result<ControlOut> {
         stream
             .set_nonblocking(true)
             .map_err(|e| Error::io("configuring a control socket", e))?;
@@ -120,6 +122,14 @@ impl ControlOut {
         let mut out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
         out.flush()?;
         Ok(out.pending.len() - out.taken)
+    }
+
+    /// Whether this is the writing side of `stream`.
+    pub fn is(&self, stream: &Arc<TcpStream>) -> bool {
+        Arc::ptr_eq(
+            &self.outbox.lock().unwrap_or_else(|e| e.into_inner()).stream,
+            stream,
+        )
     }
 
     /// Bytes not yet taken by the socket.
@@ -192,7 +202,7 @@ impl Outbox {
             return Err(kind.into());
         }
         while self.taken < self.pending.len() {
-            match self.stream.write(&self.pending[self.taken..]) {
+            match (&*self.stream).write(&self.pending[self.taken..]) {
                 Ok(0) => return self.fail(std::io::ErrorKind::WriteZero),
                 Ok(n) => self.taken += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -228,7 +238,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
-        (ControlOut::new(a).unwrap(), b)
+        (ControlOut::new(Arc::new(a)).unwrap(), b)
     }
 
     #[test]

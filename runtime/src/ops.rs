@@ -761,7 +761,8 @@ impl Gaspi {
         let inner = &self.inner;
         self.remove_local(seg)?;
         for r in 0..inner.size {
-            if r != inner.rank.0 && inner.peer_ok(Rank(r)).is_ok() {
+            // Only peers this rank is connected to can have been told of it.
+            if r != inner.rank.0 && inner.connected(Rank(r)) && inner.peer_ok(Rank(r)).is_ok() {
                 let seg = seg.0;
                 let forgotten = inner.request(
                     Rank(r),
@@ -804,7 +805,8 @@ impl Gaspi {
         if self.remove_local(seg).is_err() {
             return;
         }
-        for r in (0..inner.size).filter(|&r| r != inner.rank.0) {
+        // Only peers this rank is connected to can have been told of it.
+        for r in (0..inner.size).filter(|&r| r != inner.rank.0 && inner.connected(Rank(r))) {
             // Token 0 is never awaited: the answer is dropped on arrival.
             let forget = Message::Unregister {
                 token: 0,

@@ -1,25 +1,54 @@
 //! The progress engine: one thread per rank serving what cannot be one-sided.
 //!
 //! It reads the control connections of every peer (one `epoll` through
-//! `mio`), maps segments peers register, answers pings, and notices peers
-//! that go away: a connection that closes without a goodbye marks its rank
-//! corrupt in the error-state vector and wakes every waiter, so calls that
-//! need that rank fail with an error naming it instead of hanging. It blocks
-//! in `epoll_wait` when there is nothing to do: no core is burnt.
+//! `mio`), maps segments peers register, answers pings, applies the TCP
+//! transport's requests, and notices peers that go away: a connection that
+//! closes without a goodbye marks its rank corrupt in the error-state
+//! vector, tells every connected peer (`Inner::mark_gone`) and wakes every
+//! waiter, so calls that need that rank fail with an error naming it
+//! instead of hanging. It blocks in `epoll_wait` when there is nothing to
+//! do: no core is burnt.
+//!
+//! It also serves this rank's control listener: a peer that sends to this
+//! rank for the first time connects there (decision 0022), and the engine
+//! runs the key handshake of each such connection without blocking
+//! (`bootstrap::Pending`, a deadline of its own per connection), so a
+//! stranger that connects and says nothing costs nothing but a socket for a
+//! few seconds. Connections this rank's own threads make reach the engine
+//! through `Inner::made_connections` and its waker.
 
+use crate::bootstrap::handshake::{Step, HANDSHAKE_TIMEOUT};
+use crate::bootstrap::Pending;
 use crate::context::Inner;
+use crate::control::ControlOut;
 use crate::error::{Error, Result};
 use crate::transport::tcp::serve as tcp;
 use crate::types::{Rank, RankState};
 use crate::wire::{take_frames, Message};
-use mio::net::TcpStream;
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::io::Read;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
+const LISTENER: Token = Token(usize::MAX - 1);
+/// Tokens of handshakes in progress start here (connections below).
+const PENDING: usize = 1 << 40;
+
+thread_local! {
+    static ON_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a progress engine (which must never block
+/// on a peer, so never connects to one).
+pub(crate) fn on_engine_thread() -> bool {
+    ON_ENGINE.with(|c| c.get())
+}
 
 /// Handle on the running engine thread.
 #[derive(Debug)]
@@ -29,50 +58,67 @@ pub(crate) struct ProgressEngine {
     thread: Option<JoinHandle<()>>,
 }
 
+/// One control connection as the engine reads it. The socket is shared
+/// with the peer's `ControlOut` when it is the one this rank sends on.
 struct Connection {
     rank: Rank,
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     buf: Vec<u8>,
     said_goodbye: bool,
 }
 
+/// Everything the engine thread owns.
+struct Engine {
+    poll: Poll,
+    conns: Vec<Option<Connection>>,
+    listener: Option<TcpListener>,
+    pending: Vec<Option<Pending>>,
+    inner: Arc<Inner>,
+    stop: Arc<AtomicBool>,
+}
+
 impl ProgressEngine {
-    /// Starts the thread over the reading halves of the control connections.
+    /// Starts the thread over the control connections made at start-up and
+    /// this rank's control listener.
     pub fn start(
         inner: Arc<Inner>,
-        readers: Vec<(Rank, std::net::TcpStream)>,
+        readers: Vec<(Rank, Arc<TcpStream>)>,
+        listener: TcpListener,
     ) -> Result<ProgressEngine> {
         let poll = Poll::new().map_err(|e| Error::io("creating the progress engine's poll", e))?;
         let waker = Arc::new(
             Waker::new(poll.registry(), WAKER)
                 .map_err(|e| Error::io("creating the progress engine's waker", e))?,
         );
-        let mut conns = Vec::with_capacity(readers.len());
-        for (i, (rank, s)) in readers.into_iter().enumerate() {
-            s.set_nonblocking(true)
-                .and_then(|_| s.set_read_timeout(None))
-                .and_then(|_| s.set_write_timeout(None))
-                .map_err(|e| Error::io("configuring a control socket", e))?;
-            let mut stream = TcpStream::from_std(s);
-            poll.registry()
-                .register(
-                    &mut stream,
-                    Token(i),
-                    Interest::READABLE | Interest::WRITABLE,
-                )
-                .map_err(|e| Error::io("registering a control socket", e))?;
-            conns.push(Some(Connection {
-                rank,
-                stream,
-                buf: Vec::new(),
-                said_goodbye: false,
-            }));
-        }
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("configuring the control listener", e))?;
+        poll.registry()
+            .register(
+                &mut SourceFd(&listener.as_raw_fd()),
+                LISTENER,
+                Interest::READABLE,
+            )
+            .map_err(|e| Error::io("registering the control listener", e))?;
+        let _ = inner.engine_waker.set(waker.clone());
         let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
+        let mut engine = Engine {
+            poll,
+            conns: Vec::with_capacity(readers.len()),
+            listener: Some(listener),
+            pending: Vec::new(),
+            inner: inner.clone(),
+            stop: stop.clone(),
+        };
+        for (rank, s) in readers {
+            engine.add(rank, s)?;
+        }
         let thread = std::thread::Builder::new()
             .name(format!("gaspi-progress-{}", inner.rank.0))
-            .spawn(move || run(poll, conns, inner, stop2))
+            .spawn(move || {
+                ON_ENGINE.with(|c| c.set(true));
+                engine.run()
+            })
             .map_err(|e| Error::io("starting the progress engine", e))?;
         Ok(ProgressEngine {
             waker,
@@ -97,52 +143,254 @@ impl Drop for ProgressEngine {
     }
 }
 
-fn run(
-    mut poll: Poll,
-    mut conns: Vec<Option<Connection>>,
-    inner: Arc<Inner>,
-    stop: Arc<AtomicBool>,
-) {
-    let mut events = Events::with_capacity(64);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
-        if let Err(e) = poll.poll(&mut events, None) {
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
+impl Engine {
+    /// Starts reading a control connection to `rank`.
+    fn add(&mut self, rank: Rank, stream: Arc<TcpStream>) -> Result<()> {
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("configuring a control socket", e))?;
+        let i = self.conns.len();
+        self.poll
+            .registry()
+            .register(
+                &mut SourceFd(&stream.as_raw_fd()),
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| Error::io("registering a control socket", e))?;
+        self.conns.push(Some(Connection {
+            rank,
+            stream,
+            buf: Vec::new(),
+            said_goodbye: false,
+        }));
+        Ok(())
+    }
+
+    fn run(mut self) {
+        let mut events = Events::with_capacity(64);
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                self.say_goodbye();
+                return;
             }
-            tracing::error!("progress engine: poll failed: {e}");
-            return;
-        }
-        for ev in events.iter() {
-            if ev.token() == WAKER {
-                continue;
+            // Wake for the first handshake to expire, if any.
+            let now = Instant::now();
+            let timeout = self
+                .pending
+                .iter()
+                .flatten()
+                .map(|p| p.until().saturating_duration_since(now))
+                .min()
+                .map(|d| d + Duration::from_millis(1));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!("progress engine: poll failed: {e}");
+                return;
             }
-            let i = ev.token().0;
-            let Some(conn) = conns[i].as_mut() else {
-                continue;
-            };
-            if ev.is_writable() {
-                // Room again after a write found the socket full: send what
-                // the outbox holds (`control.rs`). A failure shows on the
-                // reading side too, which decides what it means.
-                if let Some(out) = &inner.peers[conn.rank.0 as usize].control {
-                    let _ = out.flush();
+            self.expire_handshakes();
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => self.take_made_connections(),
+                    LISTENER => self.accept(),
+                    Token(t) if t >= PENDING => self.advance_handshake(t - PENDING),
+                    Token(i) => self.serve(i, ev.is_writable(), &mut chunk),
                 }
             }
-            let closed = read_available(conn, &mut chunk, &inner);
-            if closed {
-                let conn = conns[i].take().expect("present");
-                let mut stream = conn.stream;
-                let _ = poll.registry().deregister(&mut stream);
-                let state = if conn.said_goodbye {
-                    RankState::Terminated
-                } else {
-                    RankState::Corrupt
-                };
-                inner.mark(conn.rank, state);
+        }
+    }
+
+    fn serve(&mut self, i: usize, writable: bool, chunk: &mut [u8]) {
+        let inner = &*self.inner;
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if writable {
+            // Room again after a write found the socket full: send what
+            // the outbox holds (`control.rs`). A failure shows on the
+            // reading side too, which decides what it means.
+            if let Some(out) = inner.peers[conn.rank.0 as usize].control.get() {
+                let _ = out.flush();
+            }
+        }
+        if read_available(conn, chunk, inner) {
+            let conn = self.conns[i].take().expect("present");
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&conn.stream.as_raw_fd()));
+            let state = if conn.said_goodbye {
+                RankState::Terminated
+            } else {
+                RankState::Corrupt
+            };
+            inner.mark_gone(conn.rank, state);
+        }
+    }
+
+    /// Registers the connections this rank's threads made.
+    fn take_made_connections(&mut self) {
+        let made = std::mem::take(
+            &mut *self
+                .inner
+                .made_connections
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for (rank, stream) in made {
+            if let Err(e) = self.add(rank, stream) {
+                tracing::warn!("cannot read the connection to {rank}: {e}");
+            }
+        }
+    }
+
+    /// Accepts every waiting connection and starts its handshake.
+    fn accept(&mut self) {
+        loop {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
+                Ok((s, _)) => {
+                    let until = Instant::now() + HANDSHAKE_TIMEOUT;
+                    let p = match Pending::new(s, until) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            tracing::warn!("control listener: {e}");
+                            continue;
+                        }
+                    };
+                    let slot = match self.pending.iter().position(Option::is_none) {
+                        Some(k) => k,
+                        None => {
+                            self.pending.push(None);
+                            self.pending.len() - 1
+                        }
+                    };
+                    let registered = self.poll.registry().register(
+                        &mut SourceFd(&p.stream().as_raw_fd()),
+                        Token(PENDING + slot),
+                        Interest::READABLE | Interest::WRITABLE,
+                    );
+                    if let Err(e) = registered {
+                        tracing::warn!("control listener: registering a connection: {e}");
+                        continue;
+                    }
+                    self.pending[slot] = Some(p);
+                    self.advance_handshake(slot);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::warn!("control listener: accepting: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn drop_pending(&mut self, slot: usize) -> Option<Pending> {
+        let p = self.pending.get_mut(slot)?.take()?;
+        let _ = self
+            .poll
+            .registry()
+            .deregister(&mut SourceFd(&p.stream().as_raw_fd()));
+        Some(p)
+    }
+
+    fn expire_handshakes(&mut self) {
+        let now = Instant::now();
+        for slot in 0..self.pending.len() {
+            if self.pending[slot]
+                .as_ref()
+                .is_some_and(|p| now >= p.until())
+            {
+                if let Some(p) = self.drop_pending(slot) {
+                    tracing::warn!(
+                        "control listener: a connection from {} did not answer the challenge within {:?}; dropped",
+                        p.peer(),
+                        HANDSHAKE_TIMEOUT
+                    );
+                }
+            }
+        }
+    }
+
+    /// Moves the handshake in `slot` on; a connection that proves the key
+    /// becomes a control connection of the rank it names.
+    fn advance_handshake(&mut self, slot: usize) {
+        let Some(p) = self.pending.get_mut(slot).and_then(|p| p.as_mut()) else {
+            return;
+        };
+        let body = match p.advance() {
+            Step::Wait => return,
+            Step::Drop(why) => {
+                if let Some(p) = self.drop_pending(slot) {
+                    tracing::warn!(
+                        "control listener: a connection from {} {why}; dropped",
+                        p.peer()
+                    );
+                }
+                return;
+            }
+            Step::Answered(body) => body,
+        };
+        let Some(p) = self.drop_pending(slot) else {
+            return;
+        };
+        let inner = &*self.inner;
+        let key = &inner.config.launch.job_key;
+        let (stream, (from, to)) =
+            match p.finish::<(u32, u32)>(&body, key, crate::bootstrap::MESH_PURPOSE) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!("control listener: {e}");
+                    return;
+                }
+            };
+        if to != inner.rank.0 || from >= inner.size || from == inner.rank.0 {
+            tracing::warn!(
+                "control listener: a connection for {from} -> {to} is not for this rank; dropped"
+            );
+            return;
+        }
+        let rank = Rank(from);
+        if let Err(e) = crate::control::watch_liveness(&stream, inner.config.peer_timeout) {
+            tracing::warn!("{e}");
+        }
+        let stream = Arc::new(stream);
+        // The first connection between the two carries this rank's frames
+        // too; a later one (both connected at once) only the peer's.
+        if inner.peers[from as usize].control.get().is_none() {
+            match ControlOut::new(stream.clone()) {
+                Ok(out) => {
+                    let _ = inner.peers[from as usize].control.set(out);
+                }
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+        if let Err(e) = self.add(rank, stream) {
+            tracing::warn!("cannot read the connection from {rank}: {e}");
+        }
+    }
+
+    /// At stop: a goodbye on every connection this rank does not send on
+    /// (`Gaspi::term` said it, in order, on those it does), so that no peer
+    /// takes its closing for a death.
+    fn say_goodbye(&mut self) {
+        let Ok(frame) = crate::wire::encode(&Message::Goodbye) else {
+            return;
+        };
+        for conn in self.conns.iter().flatten() {
+            let sends_here = self.inner.peers[conn.rank.0 as usize]
+                .control
+                .get()
+                .is_some_and(|c| c.is(&conn.stream));
+            if !sends_here {
+                let _ = (&*conn.stream).write_all(&frame);
             }
         }
     }
@@ -151,7 +399,7 @@ fn run(
 /// Reads and handles everything available; true when the connection ended.
 fn read_available(conn: &mut Connection, chunk: &mut [u8], inner: &Inner) -> bool {
     loop {
-        match conn.stream.read(chunk) {
+        match (&*conn.stream).read(chunk) {
             Ok(0) => return true,
             Ok(n) => {
                 conn.buf.extend_from_slice(&chunk[..n]);
@@ -254,6 +502,18 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
         Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
         Message::Passive { data } => inner.passive.push(from, data),
         Message::Goodbye => conn.said_goodbye = true,
+        Message::PeerGone { rank, terminated } if rank < inner.size && rank != inner.rank.0 => {
+            let state = if terminated {
+                RankState::Terminated
+            } else {
+                RankState::Corrupt
+            };
+            tracing::debug!("{from} reports rank {rank} gone ({state:?})");
+            inner.mark_gone(Rank(rank), state);
+        }
+        Message::PeerGone { rank, .. } => {
+            tracing::warn!("{from} reports an impossible rank {rank} gone; ignored")
+        }
         Message::Kill => {
             tracing::warn!("killed by {from} (proc_kill)");
             // SAFETY: raising SIGKILL on ourselves has no memory-safety

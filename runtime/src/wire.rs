@@ -91,6 +91,10 @@ pub(crate) enum Message {
         count: u32,
         failure: Option<String>,
     },
+    /// "Rank `rank` is gone" (dead, or `terminated` in order): news the
+    /// sender has on its own evidence or from another rank, passed on so
+    /// that ranks never connected to `rank` learn it too.
+    PeerGone { rank: u32, terminated: bool },
     /// The sender terminates in order; its connection closing is no failure.
     Goodbye,
     /// The sender asks the receiver to stop (`proc_kill`).

@@ -93,6 +93,13 @@ enum Cmd {
         #[arg(long)]
         cut_file: std::path::PathBuf,
     },
+    /// Connections on first use (run over TCP): after init every rank but
+    /// 0 is connected to rank 0 alone; after a ring of write_notify to the
+    /// next rank and barriers, to rank 0, its two neighbours and its
+    /// barrier partners at most; then the last
+    /// rank dies, and every survivor, connected to it or not, learns it
+    /// (from rank 0) and names it.
+    FirstUse,
 }
 
 fn main() {
@@ -109,6 +116,7 @@ fn main() {
         } => stopped_passive(timeout_ms, stop_ms),
         Cmd::DeadMember { victim, linger_ms } => dead_member(victim, linger_ms),
         Cmd::Unreachable { cut_file } => unreachable(&cut_file),
+        Cmd::FirstUse => first_use(),
     };
     if let Err(e) = result {
         let rank = std::env::var("GASPI_RANK").unwrap_or_else(|_| "?".into());
@@ -477,4 +485,118 @@ fn unreachable(cut_file: &std::path::Path) -> Res {
     g.barrier(pair, Timeout::Ms(60_000))?;
     say(&g, "ok carried on");
     std::process::exit(0);
+}
+
+fn first_use() -> Res {
+    let g = init()?;
+    let (me, n) = (g.rank().0, g.size());
+    ensure!(n >= 4, "needs at least 4 ranks");
+    let star: Vec<Rank> = if me == 0 {
+        (1..n).map(Rank).collect()
+    } else {
+        vec![Rank(0)]
+    };
+    // Segments of their own, without registering with the whole group.
+    let seg = g.segment_alloc(SegId(0), 4096, Memory::Host)?;
+    ensure!(
+        g.connections() == star,
+        "after init connected to {:?}, expected {star:?}",
+        g.connections()
+    );
+    star_sync(&g)?;
+    let (next, prev) = (Rank((me + 1) % n), Rank((me + n - 1) % n));
+    for r in [next, prev] {
+        g.segment_register(SegId(0), r, Timeout::Ms(60_000))?;
+    }
+    g.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    seg.write(0, &[u64::from(me)])?;
+    g.write_notify(SegId(0), 0, next, SegId(0), 8, 8, NotifyId(1), 1, Queue(0))?;
+    g.wait(Queue(0), Timeout::Ms(60_000))?;
+    let id = g.notify_waitsome(SegId(0), NotifyId(1), 1, Timeout::Ms(60_000))?;
+    g.notify_reset(SegId(0), id)?;
+    ensure!(
+        seg.read_vec::<u64>(8, 1)?[0] == u64::from(prev.0),
+        "wrong data from {prev}"
+    );
+    // Rank 0, the ring's neighbours, and the barrier's partners (at
+    // distances 1, 2, 4, ... either way): nobody else was sent to.
+    let mut allowed = if me == 0 {
+        (1..n).map(Rank).collect()
+    } else {
+        vec![Rank(0), next, prev]
+    };
+    let mut d = 1;
+    while d < n {
+        allowed.push(Rank((me + d) % n));
+        allowed.push(Rank((me + n - d % n) % n));
+        d *= 2;
+    }
+    let conns = g.connections();
+    ensure!(
+        conns.iter().all(|r| allowed.contains(r)),
+        "connected to {conns:?}; only {allowed:?} were used"
+    );
+    say(&g, format!("connections {}", conns.len()));
+    g.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    let victim = Rank(n - 1);
+    // The victim dies once every other rank has left the barrier (each
+    // tells rank 0, rank 0 tells the victim: no new connection is made).
+    if me != 0 && g.rank() != victim {
+        g.passive_send(SegId(0), 0, Rank(0), 1, Timeout::Ms(60_000))?;
+    }
+    if me == 0 {
+        for _ in 0..n - 2 {
+            g.passive_receive(SegId(0), 64, Timeout::Ms(60_000))?;
+        }
+        g.passive_send(SegId(0), 0, victim, 1, Timeout::Ms(60_000))?;
+    }
+    if g.rank() == victim {
+        g.passive_receive(SegId(0), 64, Timeout::Ms(60_000))?;
+        // SAFETY: raise(2) has no memory-safety requirements.
+        unsafe { libc::raise(libc::SIGKILL) };
+    }
+    let t = Instant::now();
+    while g.state_vec()[victim.0 as usize] != RankState::Corrupt {
+        ensure!(
+            t.elapsed() < Duration::from_secs(20),
+            "never learnt of the death of {victim} (connected to {:?})",
+            g.connections()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let r = g.barrier(Group::ALL, Timeout::Ms(5000));
+    ensure!(
+        matches!(r, Err(Error::PeerDead { rank }) if rank == victim),
+        "a barrier after the death returned {r:?}"
+    );
+    say(
+        &g,
+        format!(
+            "ok first-use (learnt of the death {} connected to it)",
+            if g.connections().contains(&victim) {
+                "while"
+            } else {
+                "without being"
+            }
+        ),
+    );
+    std::process::exit(0);
+}
+
+/// Every rank waits until all have got here, over the connections to rank
+/// 0 alone (passive messages of one byte from segment 0).
+fn star_sync(g: &Gaspi) -> Res {
+    let n = g.size();
+    if g.rank().0 == 0 {
+        for _ in 1..n {
+            g.passive_receive(SegId(0), 128, Timeout::Ms(60_000))?;
+        }
+        for r in 1..n {
+            g.passive_send(SegId(0), 0, Rank(r), 1, Timeout::Ms(60_000))?;
+        }
+    } else {
+        g.passive_send(SegId(0), 0, Rank(0), 1, Timeout::Ms(60_000))?;
+        g.passive_receive(SegId(0), 128, Timeout::Ms(60_000))?;
+    }
+    Ok(())
 }

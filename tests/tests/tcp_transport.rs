@@ -111,3 +111,25 @@ fn a_dead_peer_is_named_over_tcp() {
     assert_eq!(out.stdout_lines_with("ok survivor"), 3, "{}", out.dump());
     out.assert_nothing_left(&before);
 }
+
+#[test]
+fn ranks_connect_on_first_use_and_news_of_a_death_reaches_those_never_connected() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_gaspi-fault-rank"));
+    let before = shm_files();
+    let out = Job::new(&bin, 8)
+        .env("GASPI_TRANSPORT", "tcp")
+        .launcher_args(&["--keep-going"])
+        .args(&["first-use"])
+        .run();
+    out.assert_code(128 + 9);
+    assert_eq!(out.stdout_lines_with("ok first-use"), 7, "{}", out.dump());
+    // Of 8 ranks, rank 7's ring neighbours and barrier partners are 0, 1,
+    // 3, 5, 6: ranks 2 and 4 never sent to it nor it to them, and learnt
+    // of its death from rank 0.
+    assert!(
+        out.stdout_lines_with("without being connected") >= 2,
+        "{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}

@@ -57,6 +57,23 @@ pub(crate) fn verify<T: DeserializeOwned>(
     crate::wire::decode(&answer.payload)
 }
 
+/// Connecting side: the answer frame to challenge `nonce`, carrying
+/// `payload`.
+pub(crate) fn answer_frame<T: Serialize>(
+    key: &[u8],
+    purpose: &str,
+    nonce: &[u8],
+    payload: &T,
+) -> Result<Vec<u8>> {
+    let payload =
+        bincode::serialize(payload).map_err(|e| Error::Protocol(format!("encoding: {e}")))?;
+    let m = mac(key, purpose, nonce, &payload)
+        .finalize()
+        .into_bytes()
+        .to_vec();
+    crate::wire::encode(&Answer { payload, mac: m })
+}
+
 /// Connecting side: answers the challenge with `payload`.
 pub(crate) fn answer<T: Serialize>(
     stream: &mut TcpStream,

@@ -30,8 +30,10 @@ const MAX_PENDING: usize = 64;
 /// few hundred bytes.
 const MAX_ANSWER: usize = 64 << 10;
 
-/// One accepted connection that has not yet proved the key.
-struct Pending {
+/// One accepted connection that has not yet proved the key. The progress
+/// engine advances these for connections made on first use, the way
+/// [`accept_authenticated`] does at start-up.
+pub(crate) struct Pending {
     stream: TcpStream,
     peer: String,
     nonce: [u8; 32],
@@ -45,7 +47,7 @@ struct Pending {
 }
 
 /// What a handshake step came to.
-enum Step {
+pub(crate) enum Step {
     /// Waiting for the peer.
     Wait,
     /// The answer frame's body.
@@ -55,7 +57,8 @@ enum Step {
 }
 
 impl Pending {
-    fn new(stream: TcpStream, until: Instant) -> Result<Pending> {
+    /// Starts the handshake of an accepted connection, to end by `until`.
+    pub(crate) fn new(stream: TcpStream, until: Instant) -> Result<Pending> {
         stream
             .set_nonblocking(true)
             .and_then(|_| stream.set_nodelay(true))
@@ -97,7 +100,8 @@ impl Pending {
         Ok(4 + len - self.buf.len())
     }
 
-    fn advance(&mut self) -> Step {
+    /// Sends the challenge and reads the answer as far as the socket allows.
+    pub(crate) fn advance(&mut self) -> Step {
         while self.sent < self.out.len() {
             match self.stream.write(&self.out[self.sent..]) {
                 Ok(0) => return Step::Drop("closed the connection".into()),
@@ -122,6 +126,35 @@ impl Pending {
                 Err(e) => return Step::Drop(format!("reading the answer: {e}")),
             }
         }
+    }
+}
+
+impl Pending {
+    /// When the handshake must have ended.
+    pub(crate) fn until(&self) -> Instant {
+        self.until
+    }
+
+    /// The socket.
+    pub(crate) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// The peer's address, for logs.
+    pub(crate) fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// Checks the answer `body` and returns the connection (non-blocking)
+    /// with the peer's authenticated payload.
+    pub(crate) fn finish<T: DeserializeOwned>(
+        self,
+        body: &[u8],
+        key: &[u8],
+        purpose: &str,
+    ) -> Result<(TcpStream, T)> {
+        let v = auth::verify::<T>(key, purpose, &self.nonce, body, &self.peer)?;
+        Ok((self.stream, v))
     }
 }
 

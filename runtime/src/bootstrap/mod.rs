@@ -6,10 +6,15 @@
 //!    key ([`auth`]) and sends its [`Endpoint`]; rank 0 answers everyone with
 //!    the full table and closes the rendezvous. Rank 0 then takes no further
 //!    special part.
-//! 3. [`connect_mesh`]: rank `i` connects to every rank `j < i` and accepts
-//!    from every `j > i`, again proving the key. These control connections
-//!    go to the progress engines; a connection that closes tells that its
-//!    peer is gone.
+//!    The rendezvous connections stay open: they are the control
+//!    connections between rank 0 and every other rank (a star, over which
+//!    news of a rank's death reaches every survivor).
+//! 3. Every other pair connects on first use ([`connect_peer`]): the rank
+//!    that first sends to another connects to its control listener, which
+//!    the progress engine serves ([`handshake::Pending`]), and proves the
+//!    key again. A job of N ranks holds N - 1 connections at start-up, not
+//!    N(N - 1) / 2 (decision 0022); these control connections go to the
+//!    progress engines, and one that closes tells that its peer is gone.
 //!
 //! The listeners accept through [`handshake`]: every connection gets a few
 //! seconds of its own to prove the key while acceptance goes on, so one
@@ -18,7 +23,7 @@
 //! one host.
 
 pub(crate) mod auth;
-mod handshake;
+pub(crate) mod handshake;
 mod launch_env;
 
 pub use launch_env::{first_slurm_node, LaunchInfo, Launcher};
@@ -27,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::segment::SegmentDescriptor;
 use crate::wire::{read_frame, write_frame};
 use gaspi_segments::HostId;
+pub(crate) use handshake::Pending;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::FromRawFd;
@@ -159,11 +165,13 @@ pub(crate) fn control_listener(info: &LaunchInfo) -> Result<TcpListener> {
 }
 
 /// Exchanges endpoints through rank 0; returns them indexed by rank.
+/// The connections it leaves open are the control connections between
+/// rank 0 and each other rank: `(peer, stream)`, blocking.
 pub(crate) fn exchange_endpoints(
     info: &LaunchInfo,
     me: Endpoint,
     deadline: Instant,
-) -> Result<Vec<Endpoint>> {
+) -> Result<(Vec<Endpoint>, StarConnections)> {
     let n = info.size as usize;
     if info.rank == 0 {
         let listener = rendezvous_listener(info)?;
@@ -190,16 +198,16 @@ pub(crate) fn exchange_endpoints(
             },
         )?;
         let mut conns = Vec::with_capacity(n - 1);
-        for (s, _) in accepted {
+        for (s, ep) in accepted {
             blocking(&s, deadline)?;
-            conns.push(s);
+            conns.push((ep.rank, s));
         }
         table[0] = Some(me);
         let table: Vec<Endpoint> = table
             .into_iter()
             .map(|e| e.expect("all ranks checked in"))
             .collect();
-        for mut s in conns {
+        for (_, s) in conns.iter_mut() {
             // A control listener on every interface: tell each peer rank
             // 0's address as seen from that peer.
             let mut t = table.clone();
@@ -208,9 +216,9 @@ pub(crate) fn exchange_endpoints(
                     t[0].control.set_ip(local.ip());
                 }
             }
-            write_frame(&mut s, &t)?;
+            write_frame(s, &t)?;
         }
-        Ok(table)
+        Ok((table, conns))
     } else {
         let addr = info
             .rendezvous
@@ -235,51 +243,96 @@ pub(crate) fn exchange_endpoints(
                 table.len()
             )));
         }
-        Ok(table)
+        Ok((table, vec![(0, s)]))
     }
 }
 
-/// Opens the authenticated control connection to every other rank.
-pub(crate) fn connect_mesh(
-    rank: u32,
-    table: &[Endpoint],
-    listener: &TcpListener,
+/// The connections between rank 0 and each other rank that the rendezvous
+/// leaves open, as `(peer, stream)`.
+pub(crate) type StarConnections = Vec<(u32, TcpStream)>;
+
+/// Purpose string of the proof on control connections made on first use.
+pub(crate) const MESH_PURPOSE: &str = MESH;
+
+/// Opens the control connection from rank `me` to `peer` (on first use):
+/// connects to its control listener and answers its challenge, within
+/// `deadline` (`None`: for as long as `alive` says the peer may still
+/// answer; it is asked every 50 ms). A refused connection means nobody
+/// listens there any more: the peer's process is gone.
+///
+/// The peer's progress engine answers the challenge, so a stopped peer
+/// holds this until it runs again or the deadline passes.
+pub(crate) fn connect_peer(
+    me: u32,
+    peer: &Endpoint,
     key: &[u8],
-    deadline: Instant,
-) -> Result<Vec<Option<TcpStream>>> {
-    let n = table.len();
-    let mut conns: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
-    for (j, ep) in table.iter().enumerate().take(rank as usize) {
-        let mut s = connect_until(ep.control, deadline, &format!("rank {j}"))?;
-        blocking(&s, deadline)?;
-        auth::answer(&mut s, key, MESH, &(rank, j as u32))?;
-        conns[j] = Some(s);
-    }
-    let expected = n - 1 - rank as usize;
-    if expected > 0 {
-        let mut seen = vec![false; n];
-        let accepted = handshake::accept_authenticated(
-            listener,
-            key,
-            MESH,
-            expected,
-            deadline,
-            "connections from higher ranks",
-            |&(from, to): &(u32, u32)| {
-                let f = from as usize;
-                if to != rank || f <= rank as usize || f >= n || seen[f] {
-                    return Err(Error::Bootstrap(format!(
-                        "unexpected control connection from rank {from} to rank {to}"
-                    )));
-                }
-                seen[f] = true;
-                Ok(())
-            },
-        )?;
-        for (s, (from, _)) in accepted {
-            blocking(&s, deadline)?;
-            conns[from as usize] = Some(s);
+    deadline: Option<Instant>,
+    alive: impl Fn() -> Result<()>,
+) -> Result<TcpStream> {
+    use std::io::{Read, Write};
+    let timed_out = || Error::Timeout {
+        op: "connecting to a peer",
+    };
+    let left = || match deadline {
+        Some(d) => d
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(timed_out),
+        None => Ok(Duration::from_secs(3600)),
+    };
+    let addr = peer.control;
+    let mut s = TcpStream::connect_timeout(&addr, left()?.min(Duration::from_secs(2)))
+        .map_err(|e| Error::io(format!("connecting to rank {} at {addr}", peer.rank), e))?;
+    s.set_nodelay(true)
+        .map_err(|e| Error::io("configuring a control connection", e))?;
+    // The challenge: one frame, read exactly (what follows is the peer's).
+    let mut frame = Vec::new();
+    let mut need = 4usize;
+    while frame.len() < need {
+        alive()?;
+        s.set_read_timeout(Some(left()?.min(Duration::from_millis(50))))
+            .map_err(|e| Error::io("configuring a control connection", e))?;
+        let mut chunk = vec![0u8; need - frame.len()];
+        match s.read(&mut chunk) {
+            Ok(0) => {
+                return Err(Error::Bootstrap(format!(
+                    "rank {} closed the connection before its challenge",
+                    peer.rank
+                )))
+            }
+            Ok(n) => frame.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                return Err(Error::io(
+                    format!("reading rank {}'s challenge", peer.rank),
+                    e,
+                ))
+            }
+        }
+        if frame.len() == 4 {
+            let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+            if len > 1024 {
+                return Err(Error::Bootstrap(format!(
+                    "rank {} sent a challenge of {len} bytes",
+                    peer.rank
+                )));
+            }
+            need = 4 + len;
         }
     }
-    Ok(conns)
+    let nonce: Vec<u8> = crate::wire::decode(&frame[4..])?;
+    let answer = auth::answer_frame(key, MESH, &nonce, &(me, peer.rank))?;
+    s.set_write_timeout(Some(left()?))
+        .and_then(|_| s.write_all(&answer))
+        .map_err(|e| Error::io(format!("answering rank {}'s challenge", peer.rank), e))?;
+    s.set_read_timeout(None)
+        .and_then(|_| s.set_write_timeout(None))
+        .map_err(|e| Error::io("configuring a control connection", e))?;
+    Ok(s)
 }
