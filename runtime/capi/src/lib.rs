@@ -175,3 +175,62 @@ pub(crate) fn put<T>(p: *mut T, value: T) -> Ret {
     unsafe { p.write_unaligned(value) };
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gaspi::{Queue, Rank, SegId};
+
+    #[test]
+    fn a_panic_becomes_gaspi_error_and_does_not_unwind() {
+        assert_eq!(entry("test", || panic!("boom")), GASPI_ERROR);
+        assert_eq!(
+            entry("test", || Err(Code(GASPI_ERR_INV_SEG))),
+            GASPI_ERR_INV_SEG
+        );
+        assert_eq!(entry("test", || Ok(())), GASPI_SUCCESS);
+    }
+
+    #[test]
+    fn calls_before_init_get_noinit_and_null_out_pointers_nullptr() {
+        assert_eq!(call("test", |_| Ok(())), GASPI_ERR_NOINIT);
+        assert_eq!(
+            put(std::ptr::null_mut::<u32>(), 1),
+            Err(Code(GASPI_ERR_NULLPTR))
+        );
+        let mut x = 0u32;
+        assert_eq!(put(&mut x, 7), Ok(()));
+        assert_eq!(x, 7);
+    }
+
+    #[test]
+    fn timeouts_map_block_test_and_milliseconds() {
+        assert_eq!(timeout_of(GASPI_BLOCK), Timeout::Block);
+        assert_eq!(timeout_of(GASPI_TEST), Timeout::Test);
+        assert_eq!(timeout_of(250), Timeout::Ms(250));
+    }
+
+    #[test]
+    fn runtime_errors_get_gpi2s_specific_codes() {
+        let timeout = Error::Timeout { op: "wait" };
+        assert_eq!(code_of(&timeout), GASPI_TIMEOUT);
+        let rank = Error::BadRank {
+            rank: Rank(9),
+            size: 2,
+        };
+        assert_eq!(code_of(&rank), GASPI_ERR_INV_RANK);
+        let full = Error::QueueFull {
+            queue: Queue(0),
+            depth: 4,
+        };
+        assert_eq!(code_of(&full), GASPI_QUEUE_FULL);
+        let seg = Error::SegmentIdOutOfRange {
+            seg: SegId(255),
+            max: 255,
+        };
+        assert_eq!(code_of(&seg), GASPI_ERR_INV_SEG);
+        let dead = Error::PeerDead { rank: Rank(1) };
+        assert_eq!(code_of(&dead), GASPI_ERROR);
+        assert_eq!(code_of(&Error::NotifyValueZero), GASPI_ERR_INV_NOTIF_VAL);
+    }
+}
