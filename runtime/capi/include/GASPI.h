@@ -193,9 +193,9 @@ extern "C"
                                      const gaspi_rank_t rank,
                                      const gaspi_size_t size,
                                      const gaspi_timeout_t timeout_ms);
-  /* Receives the oldest message into the segment; it must fit in size
-     bytes (GASPI_ERR_INV_COMMSIZE otherwise, the message stays queued
-     only if it does not fit the segment). */
+  /* Receives the oldest message into the segment at offset_local. size
+     is not enforced: the message is written whole; one that does not fit
+     the segment stays queued and the call gives GASPI_ERR_INV_LOC_OFF. */
   gaspi_return_t gaspi_passive_receive (const gaspi_segment_id_t segment_id_local,
                                         const gaspi_offset_t offset_local,
                                         gaspi_rank_t * const rem_rank,
