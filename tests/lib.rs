@@ -66,6 +66,13 @@ pub fn example_bin(rank_bin: &Path, name: &str) -> PathBuf {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `libGPI2.so` of the `gaspi-capi` package (the GPI-2 compatible C
+/// interface), built like [`gaspi_run`] into the same target directory and
+/// profile as `rank_bin`.
+pub fn capi_library(rank_bin: &Path) -> PathBuf {
+    build_target(rank_bin, &["-p", "gaspi-capi"], "libGPI2.so").unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
     build_target(
         rank_bin,

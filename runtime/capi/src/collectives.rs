@@ -1,0 +1,237 @@
+//! Groups, barrier, allreduce and allreduce with a C reduction.
+
+use crate::types::*;
+use crate::{call, non_null, put, timeout_of, Code, Ret, Runtime};
+use gaspi::{Group, Rank, ReduceOp, Reducible};
+use std::cell::Cell;
+use std::ffi::c_void;
+
+fn group(g: gaspi_group_t) -> Group {
+    Group(g.into())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_group_create(g: *mut gaspi_group_t) -> gaspi_return_t {
+    call("gaspi_group_create", |rt| {
+        non_null(g)?;
+        let created = rt.gaspi.group_create()?;
+        put(g, created.0 as gaspi_group_t)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn gaspi_group_delete(g: gaspi_group_t) -> gaspi_return_t {
+    call("gaspi_group_delete", |rt| {
+        Ok(rt.gaspi.group_delete(group(g))?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn gaspi_group_add(g: gaspi_group_t, rank: gaspi_rank_t) -> gaspi_return_t {
+    call("gaspi_group_add", |rt| {
+        Ok(rt.gaspi.group_add(group(g), Rank(rank.into()))?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn gaspi_group_commit(
+    g: gaspi_group_t,
+    timeout_ms: gaspi_timeout_t,
+) -> gaspi_return_t {
+    call("gaspi_group_commit", |rt| {
+        Ok(rt.gaspi.group_commit(group(g), timeout_of(timeout_ms))?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_group_num(group_num: *mut gaspi_number_t) -> gaspi_return_t {
+    call("gaspi_group_num", |rt| {
+        let n = (0..rt.gaspi.group_max())
+            .filter(|&g| rt.gaspi.group_size(Group(g)).is_ok())
+            .count();
+        put(group_num, n as gaspi_number_t)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_group_size(
+    g: gaspi_group_t,
+    group_size: *mut gaspi_number_t,
+) -> gaspi_return_t {
+    call("gaspi_group_size", |rt| {
+        non_null(group_size)?;
+        put(group_size, rt.gaspi.group_size(group(g))?)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_group_ranks(
+    g: gaspi_group_t,
+    group_ranks: *mut gaspi_rank_t,
+) -> gaspi_return_t {
+    call("gaspi_group_ranks", |rt| {
+        non_null(group_ranks)?;
+        for (i, r) in rt.gaspi.group_ranks(group(g))?.iter().enumerate() {
+            // SAFETY: the caller's array holds gaspi_group_size entries
+            // (GASPI.h), which is the number of members written here.
+            put(unsafe { group_ranks.add(i) }, r.0 as gaspi_rank_t)?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_group_max(group_max: *mut gaspi_number_t) -> gaspi_return_t {
+    call("gaspi_group_max", |rt| put(group_max, rt.gaspi.group_max()))
+}
+
+#[no_mangle]
+pub extern "C" fn gaspi_barrier(g: gaspi_group_t, timeout_ms: gaspi_timeout_t) -> gaspi_return_t {
+    call("gaspi_barrier", |rt| {
+        Ok(rt.gaspi.barrier(group(g), timeout_of(timeout_ms))?)
+    })
+}
+
+/// `gaspi_allreduce` over elements of type `T`: copies in (the C buffers
+/// need not be aligned for `T`), reduces, copies out.
+fn allreduce_as<T: Reducible>(
+    rt: &Runtime,
+    send: *const c_void,
+    recv: *mut c_void,
+    num: usize,
+    op: ReduceOp,
+    g: Group,
+    timeout: gaspi_timeout_t,
+) -> Ret {
+    let send = send as *const T;
+    let recv = recv as *mut T;
+    let input: Vec<T> = (0..num)
+        // SAFETY: buffer_send holds `num` elements of the datatype
+        // (GASPI.h's contract), is not null (checked by the caller), and
+        // read_unaligned asks no alignment.
+        .map(|i| unsafe { send.add(i).read_unaligned() })
+        .collect();
+    let mut output = input.clone();
+    rt.gaspi
+        .allreduce(&input, &mut output, op, g, timeout_of(timeout))?;
+    for (i, v) in output.into_iter().enumerate() {
+        // SAFETY: buffer_receive holds `num` elements (GASPI.h), is not
+        // null (checked by the caller); write_unaligned asks no alignment.
+        unsafe { recv.add(i).write_unaligned(v) };
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_allreduce(
+    buffer_send: gaspi_pointer_t,
+    buffer_receive: gaspi_pointer_t,
+    num: gaspi_number_t,
+    operation: gaspi_operation_t,
+    datatype: gaspi_datatype_t,
+    g: gaspi_group_t,
+    timeout_ms: gaspi_timeout_t,
+) -> gaspi_return_t {
+    call("gaspi_allreduce", |rt| {
+        non_null(buffer_send)?;
+        non_null(buffer_receive)?;
+        if num == 0 || num > gaspi::ALLREDUCE_ELEM_MAX as gaspi_number_t {
+            return Err(Code(GASPI_ERR_INV_NUM));
+        }
+        let op = match operation {
+            GASPI_OP_MIN => ReduceOp::Min,
+            GASPI_OP_MAX => ReduceOp::Max,
+            GASPI_OP_SUM => ReduceOp::Sum,
+            _ => return Err(Code(GASPI_ERROR)),
+        };
+        let (s, r, n, g, t) = (
+            buffer_send,
+            buffer_receive,
+            num as usize,
+            group(g),
+            timeout_ms,
+        );
+        match datatype {
+            GASPI_TYPE_INT => allreduce_as::<i32>(rt, s, r, n, op, g, t),
+            GASPI_TYPE_UINT => allreduce_as::<u32>(rt, s, r, n, op, g, t),
+            GASPI_TYPE_FLOAT => allreduce_as::<f32>(rt, s, r, n, op, g, t),
+            GASPI_TYPE_DOUBLE => allreduce_as::<f64>(rt, s, r, n, op, g, t),
+            GASPI_TYPE_LONG => allreduce_as::<i64>(rt, s, r, n, op, g, t),
+            GASPI_TYPE_ULONG => allreduce_as::<u64>(rt, s, r, n, op, g, t),
+            _ => Err(Code(GASPI_ERROR)),
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gaspi_allreduce_user(
+    buffer_send: gaspi_pointer_t,
+    buffer_receive: gaspi_pointer_t,
+    num: gaspi_number_t,
+    element_size: gaspi_size_t,
+    reduce_operation: gaspi_reduce_operation_t,
+    reduce_state: gaspi_reduce_state_t,
+    g: gaspi_group_t,
+    timeout_ms: gaspi_timeout_t,
+) -> gaspi_return_t {
+    call("gaspi_allreduce_user", |rt| {
+        non_null(buffer_send)?;
+        non_null(buffer_receive)?;
+        let reduce_fn = reduce_operation.ok_or(Code(GASPI_ERR_NULLPTR))?;
+        if num == 0 {
+            return Err(Code(GASPI_ERR_INV_NUM));
+        }
+        if element_size == 0 {
+            return Err(Code(GASPI_ERR_INV_SIZE));
+        }
+        let bytes = (num as u64)
+            .checked_mul(element_size)
+            .filter(|&b| b <= gaspi::ALLREDUCE_BYTES_MAX as u64)
+            .ok_or(Code(GASPI_ERR_INV_SIZE))? as usize;
+        // SAFETY: buffer_send holds num * element_size bytes (GASPI.h's
+        // contract) and is not null; it is copied at once, so the receive
+        // buffer may be the same memory.
+        let input = unsafe { std::slice::from_raw_parts(buffer_send as *const u8, bytes) }.to_vec();
+        let mut output = vec![0u8; bytes];
+        let failed: Cell<Option<gaspi_return_t>> = Cell::new(None);
+        let elem = element_size as usize;
+        let reduce = |acc: &mut [u8], x: &[u8]| {
+            // Operands are copies: the callback may not write them, and
+            // its result never aliases them.
+            let mut one = acc.to_vec();
+            let mut two = x.to_vec();
+            // SAFETY: a C function pointer of the reduction's type (GASPI.h);
+            // the three buffers hold acc.len() bytes, `num` elements each.
+            let code = unsafe {
+                reduce_fn(
+                    one.as_mut_ptr() as gaspi_pointer_t,
+                    two.as_mut_ptr() as gaspi_pointer_t,
+                    acc.as_mut_ptr() as gaspi_pointer_t,
+                    reduce_state,
+                    (acc.len() / elem) as gaspi_number_t,
+                    element_size,
+                    timeout_ms,
+                )
+            };
+            if code != GASPI_SUCCESS {
+                failed.set(Some(code));
+            }
+        };
+        rt.gaspi.allreduce_user(
+            &input,
+            &mut output,
+            elem,
+            &reduce,
+            group(g),
+            timeout_of(timeout_ms),
+        )?;
+        if let Some(code) = failed.get() {
+            tracing::warn!("gaspi_allreduce_user: the reduction returned {code}");
+            return Err(Code(code));
+        }
+        // SAFETY: buffer_receive holds `bytes` bytes (GASPI.h) and is not
+        // null; `output` is this function's own buffer, so no overlap.
+        unsafe { std::ptr::copy_nonoverlapping(output.as_ptr(), buffer_receive as *mut u8, bytes) };
+        Ok(())
+    })
+}

@@ -1,0 +1,122 @@
+/* The error codes of bad input, GPI-2 1.6's for each fault; nothing
+   crashes, and the job still works afterwards. Runs with 2 ranks or more. */
+#include "check.h"
+#include <stdint.h>
+
+int main (void)
+{
+  gaspi_rank_t rank, num;
+  gaspi_notification_id_t id;
+  gaspi_notification_t v;
+  gaspi_atomic_value_t old;
+  gaspi_number_t n;
+
+  /* Before init. */
+  EXPECT_CODE (gaspi_proc_rank (&rank), GASPI_ERR_NOINIT);
+  EXPECT_CODE (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK), GASPI_ERR_NOINIT);
+  EXPECT_CODE (gaspi_write (0, 0, 0, 0, 0, 8, 0, GASPI_BLOCK), GASPI_ERR_NOINIT);
+  EXPECT_CODE (gaspi_proc_term (GASPI_BLOCK), GASPI_ERR_NOINIT);
+  EXPECT_CODE (gaspi_config_get (NULL), GASPI_ERR_NULLPTR);
+  gaspi_config_t c;
+  CHECK (gaspi_config_get (&c));
+  c.queue_size_max = 4; /* to fill a queue below */
+  CHECK (gaspi_config_set (c));
+
+  CHECK (gaspi_proc_init (GASPI_BLOCK));
+  EXPECT_CODE (gaspi_proc_init (GASPI_BLOCK), GASPI_ERR_INITED);
+  EXPECT_CODE (gaspi_config_set (c), GASPI_ERR_INITED);
+  CHECK (gaspi_proc_rank (&rank));
+  CHECK (gaspi_proc_num (&num));
+  gaspi_rank_t right = (rank + 1) % num;
+
+  /* Null pointers. */
+  EXPECT_CODE (gaspi_proc_rank (NULL), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_segment_ptr (0, NULL), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_notify_waitsome (0, 0, 1, NULL, GASPI_TEST), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_group_create (NULL), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_state_vec_get (NULL), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_allreduce (NULL, &n, 1, GASPI_OP_SUM, GASPI_TYPE_INT,
+                                GASPI_GROUP_ALL, GASPI_BLOCK),
+               GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_allreduce_user (&n, &n, 1, 4, NULL, NULL, GASPI_GROUP_ALL,
+                                     GASPI_BLOCK),
+               GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_segment_bind (5, NULL, 4096, 0), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_print_error (GASPI_ERROR, NULL), GASPI_ERR_NULLPTR);
+
+  /* Segments. */
+  EXPECT_CODE (gaspi_segment_create (1, 0, GASPI_GROUP_ALL, GASPI_BLOCK, 0),
+               GASPI_ERR_INV_SEGSIZE);
+  CHECK (gaspi_segment_create (0, 4096, GASPI_GROUP_ALL, GASPI_BLOCK, 0));
+  EXPECT_CODE (gaspi_segment_alloc (0, 4096, 0), GASPI_ERR_INV_SEG); /* exists */
+  gaspi_pointer_t p;
+  EXPECT_CODE (gaspi_segment_ptr (3, &p), GASPI_ERR_INV_SEG);
+  EXPECT_CODE (gaspi_segment_delete (3), GASPI_ERR_INV_SEG);
+
+  /* One-sided calls. */
+  EXPECT_CODE (gaspi_write (0, 0, num, 0, 0, 8, 0, GASPI_BLOCK), GASPI_ERR_INV_RANK);
+  EXPECT_CODE (gaspi_write (3, 0, right, 0, 0, 8, 0, GASPI_BLOCK), GASPI_ERR_INV_SEG);
+  EXPECT_CODE (gaspi_write (0, 4090, right, 0, 0, 8, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_LOC_OFF);
+  EXPECT_CODE (gaspi_write (0, 0, right, 0, 4090, 8, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_REM_OFF);
+  EXPECT_CODE (gaspi_write (0, 0, right, 0, 0, 8, 200, GASPI_BLOCK),
+               GASPI_ERR_INV_QUEUE);
+  EXPECT_CODE (gaspi_write_notify (0, 0, right, 0, 0, 8, 0, 0, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_NOTIF_VAL);
+  EXPECT_CODE (gaspi_notify (0, right, 1u << 30, 1, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_NOTIF_ID);
+  EXPECT_CODE (gaspi_notify_reset (0, 0, NULL), GASPI_ERR_NULLPTR);
+  EXPECT_CODE (gaspi_notify_waitsome (0, 0, 0, &id, GASPI_TEST), GASPI_ERR_INV_NUM);
+  EXPECT_CODE (gaspi_notify_waitsome (0, 8, 8, &id, GASPI_TEST), GASPI_TIMEOUT);
+  EXPECT_CODE (gaspi_notify_waitsome (0, 8, 8, &id, 20), GASPI_TIMEOUT);
+  gaspi_segment_id_t s[1] = { 0 };
+  gaspi_offset_t o[1] = { 0 };
+  gaspi_size_t z[1] = { 8 };
+  EXPECT_CODE (gaspi_write_list (0, s, o, right, s, o, z, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_NUM);
+  EXPECT_CODE (gaspi_write_list (1, s, NULL, right, s, o, z, 0, GASPI_BLOCK),
+               GASPI_ERR_NULLPTR);
+
+  /* A full queue (depth 4 from gaspi_config_set), then room again. */
+  for (int i = 0; i < 4; i++)
+    CHECK (gaspi_write (0, 0, right, 0, 64, 8, 1, GASPI_BLOCK));
+  EXPECT_CODE (gaspi_write (0, 0, right, 0, 64, 8, 1, GASPI_BLOCK), GASPI_QUEUE_FULL);
+  CHECK (gaspi_wait (1, GASPI_BLOCK));
+  CHECK (gaspi_write (0, 0, right, 0, 64, 8, 1, GASPI_BLOCK));
+  CHECK (gaspi_wait (1, GASPI_BLOCK));
+
+  /* Atomics. */
+  EXPECT_CODE (gaspi_atomic_fetch_add (0, 4, right, 1, &old, GASPI_BLOCK),
+               GASPI_ERR_UNALIGN_OFF);
+  EXPECT_CODE (gaspi_atomic_fetch_add (0, 8, right, 1, NULL, GASPI_BLOCK),
+               GASPI_ERR_NULLPTR);
+
+  /* Groups and collectives. */
+  EXPECT_CODE (gaspi_barrier (7, GASPI_BLOCK), GASPI_ERR_INV_GROUP);
+  EXPECT_CODE (gaspi_group_size (7, &n), GASPI_ERR_INV_GROUP);
+  int x = 1, y;
+  EXPECT_CODE (gaspi_allreduce (&x, &y, 0, GASPI_OP_SUM, GASPI_TYPE_INT,
+                                GASPI_GROUP_ALL, GASPI_BLOCK),
+               GASPI_ERR_INV_NUM);
+  EXPECT_CODE (gaspi_allreduce (&x, &y, 100000, GASPI_OP_SUM, GASPI_TYPE_INT,
+                                GASPI_GROUP_ALL, GASPI_BLOCK),
+               GASPI_ERR_INV_NUM);
+  EXPECT_CODE (gaspi_proc_kill (rank, GASPI_BLOCK), GASPI_ERR_INV_RANK);
+  EXPECT_CODE (gaspi_proc_ping (num, GASPI_BLOCK), GASPI_ERR_INV_RANK);
+  EXPECT_CODE (gaspi_connect (num, GASPI_BLOCK), GASPI_ERR_INV_RANK);
+  EXPECT_CODE (gaspi_queue_delete (200), GASPI_ERR_INV_QUEUE);
+
+  /* After all that the job still works: a checked write_notify. */
+  CHECK (gaspi_segment_ptr (0, &p));
+  ((uint64_t *) p)[0] = 4242 + rank;
+  CHECK (gaspi_write_notify (0, 0, right, 0, 256, 8, 3, 1, 0, GASPI_BLOCK));
+  CHECK (gaspi_notify_waitsome (0, 3, 1, &id, 10000));
+  CHECK (gaspi_notify_reset (0, 3, &v));
+  ASSERT (((uint64_t *) p)[32] == 4242u + (rank + num - 1) % num);
+  CHECK (gaspi_wait (0, GASPI_BLOCK));
+  CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
+  printf ("rank %d: every error code checked\n", rank);
+  CHECK (gaspi_proc_term (GASPI_BLOCK));
+  return 0;
+}

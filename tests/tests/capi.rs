@@ -1,0 +1,239 @@
+//! The GPI-2 compatible C interface (`runtime/capi`): the C and C++
+//! programs of `tests/capi/` are compiled with the system's `cc`/`c++`
+//! against `GASPI.h` and `libGPI2.so`, then run under `gaspi-run` with 2
+//! and 4 ranks, as a GPI-2 user would run them.
+
+use gaspi_tests::{capi_library, gaspi_run, rank_bin, skip, Job, TempDir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The compiled programs, once per test process.
+struct Programs {
+    dir: TempDir,
+}
+
+impl Programs {
+    fn get(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lies in the workspace")
+        .to_path_buf()
+}
+
+/// Compiles `source` with `compiler` against the headers and `lib_dir`.
+fn compile(
+    compiler: &str,
+    std: &str,
+    source: &Path,
+    lib_dir: &Path,
+    out: &Path,
+) -> Result<(), String> {
+    let include = root().join("runtime/capi/include");
+    let output = Command::new(compiler)
+        .arg(std)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(&include)
+        .arg(source)
+        .arg("-L")
+        .arg(lib_dir)
+        .arg("-lGPI2")
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .arg("-o")
+        .arg(out)
+        .output()
+        .map_err(|e| format!("running {compiler}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{compiler} {} failed:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Builds the library and compiles every program; `None` (after saying
+/// why) when this machine has no C compiler.
+fn programs() -> Option<&'static Programs> {
+    static PROGRAMS: OnceLock<Option<Programs>> = OnceLock::new();
+    PROGRAMS
+        .get_or_init(|| {
+            if Command::new("cc").arg("--version").output().is_err() {
+                return None;
+            }
+            // The launcher first: Job::new builds it from the path of the
+            // first program it sees, which must be in the target directory.
+            gaspi_run(&rank_bin!());
+            let lib = capi_library(&rank_bin!());
+            let dir = TempDir::new("capi");
+            // The soname is libGPI2.so.0, as GPI-2's: programs need both names.
+            for name in ["libGPI2.so", "libGPI2.so.0"] {
+                std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("symlink");
+            }
+            let src = root().join("tests/capi");
+            for name in ["hello", "pingpong", "families", "errors", "fault", "abi"] {
+                let source = src.join(format!("{name}.c"));
+                compile(
+                    "cc",
+                    "-std=c11",
+                    &source,
+                    dir.path(),
+                    &dir.path().join(name),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            }
+            compile(
+                "c++",
+                "-std=c++17",
+                &src.join("hello.cpp"),
+                dir.path(),
+                &dir.path().join("hello_cpp"),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            Some(Programs { dir })
+        })
+        .as_ref()
+}
+
+/// Runs `program` with `ranks` ranks; every rank must exit 0 and print
+/// `needle` once.
+fn run_checked(test: &str, program: &str, ranks: u32, needle: &str) {
+    let Some(p) = programs() else {
+        return skip(test, "no C compiler (cc) on this machine");
+    };
+    let out = Job::new(&p.get(program), ranks).run();
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with(needle),
+        ranks as usize,
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn the_abi_matches_gpi2_1_6() {
+    let Some(p) = programs() else {
+        return skip(
+            "the_abi_matches_gpi2_1_6",
+            "no C compiler (cc) on this machine",
+        );
+    };
+    // Compiling abi.c already checked the sizes, offsets and codes.
+    let out = Command::new(p.get("abi")).output().expect("running abi");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ABI checked"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_library_carries_gpi2s_soname_and_every_header_function() {
+    let Some(p) = programs() else {
+        return skip("soname", "no C compiler (cc) on this machine");
+    };
+    let lib = p.get("libGPI2.so");
+    let Ok(out) = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+    else {
+        return skip("soname", "no nm on this machine");
+    };
+    let symbols = String::from_utf8_lossy(&out.stdout);
+    let headers = ["GASPI.h", "GASPI_Ext.h"]
+        .map(|h| std::fs::read_to_string(root().join("runtime/capi/include").join(h)).unwrap())
+        .join("\n");
+    // Declarations start a line with their return type.
+    let declared: Vec<&str> = headers
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            ["gaspi_return_t ", "void ", "gaspi_string_t "]
+                .iter()
+                .find_map(|t| l.strip_prefix(t))
+        })
+        .filter_map(|rest| rest.split([' ', '(']).next())
+        .filter(|f| f.starts_with("gaspi_") || f.starts_with("pgaspi_"))
+        .collect();
+    assert!(declared.len() > 85, "{declared:?}");
+    for f in declared {
+        assert!(
+            symbols.lines().any(|l| l.ends_with(&format!(" T {f}"))),
+            "{f} is declared but not exported"
+        );
+    }
+    if let Ok(out) = Command::new("readelf").arg("-d").arg(&lib).output() {
+        let dynamic = String::from_utf8_lossy(&out.stdout);
+        assert!(dynamic.contains("[libGPI2.so.0]"), "{dynamic}");
+    }
+}
+
+#[test]
+fn hello_in_c_runs_under_gaspi_run() {
+    run_checked("hello_2", "hello", 2, "hello from rank");
+    run_checked("hello_4", "hello", 4, "hello from rank");
+}
+
+#[test]
+fn write_notify_ring_carries_checked_data_with_2_and_4_ranks() {
+    run_checked("pingpong_2", "pingpong", 2, "200 rounds checked");
+    run_checked("pingpong_4", "pingpong", 4, "200 rounds checked");
+}
+
+#[test]
+fn every_call_family_works_with_2_ranks() {
+    run_checked("families_2", "families", 2, "every family checked");
+}
+
+#[test]
+fn every_call_family_works_with_4_ranks() {
+    run_checked("families_4", "families", 4, "every family checked");
+}
+
+#[test]
+fn bad_input_gets_gpi2s_error_codes() {
+    run_checked("errors_2", "errors", 2, "every error code checked");
+    run_checked("errors_4", "errors", 4, "every error code checked");
+}
+
+#[test]
+fn cpp_programs_use_the_header() {
+    run_checked("cpp_2", "hello_cpp", 2, "C++ checked");
+}
+
+#[test]
+fn survivors_of_a_killed_rank_get_gaspi_error_and_a_corrupt_state_without_hanging() {
+    let Some(p) = programs() else {
+        return skip("fault", "no C compiler (cc) on this machine");
+    };
+    for ranks in [2u32, 4] {
+        let started = Instant::now();
+        let out = Job::new(&p.get("fault"), ranks)
+            .launcher_args(&["--keep-going"])
+            .timeout(Duration::from_secs(60))
+            .run();
+        // The killed rank's status is the job's; every survivor checked
+        // its codes and state vector and said so.
+        assert_ne!(out.code, 0, "{}", out.dump());
+        assert_eq!(
+            out.stdout_lines_with(&format!("survived rank {}", ranks - 1)),
+            ranks as usize - 1,
+            "{}",
+            out.dump()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            out.dump()
+        );
+    }
+}
