@@ -62,9 +62,14 @@ struct Args {
     /// Batch sizes (vectors per batch).
     #[arg(long, value_delimiter = ',')]
     batch: Vec<usize>,
-    /// Vectors to stream per batch size (rounded up to whole batches).
-    #[arg(long, default_value_t = 2_000_000)]
-    vectors: usize,
+    /// Vectors to stream per batch size (rounded up to whole batches);
+    /// without it each batch size streams for `--seconds`.
+    #[arg(long)]
+    vectors: Option<usize>,
+    /// Seconds to stream per batch size when `--vectors` is not given
+    /// (at least `slots` batches either way).
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
     /// Batches in flight (at most the number of queues).
     #[arg(long, default_value_t = 8)]
     slots: usize,
@@ -207,10 +212,13 @@ fn main() -> Res {
                 s.prepare(&gaspi, batch)?;
             }
             gaspi.barrier(Group::ALL, Timeout::Block)?;
-            let nbatches = args.vectors.div_ceil(batch).max(slots);
+            let amount = match args.vectors {
+                Some(v) => Amount::Batches(v.div_ceil(batch).max(slots)),
+                None => Amount::For(std::time::Duration::from_secs_f64(args.seconds.max(0.0))),
+            };
             match me {
                 0 => rows.push(feed(
-                    &gaspi, &segment, seg, layout, batch, nbatches, mode, args.json,
+                    &gaspi, &segment, seg, layout, batch, amount, mode, args.json,
                 )?),
                 1 => match &mut server {
                     Some(s) => s.serve(&gaspi, batch)?,
@@ -290,7 +298,16 @@ fn report(rows: &[Row], ceiling: Option<f64>, args: &Args) -> Res {
     Ok(())
 }
 
-/// Rank 0: streams `nbatches` batches, checks every product, returns the row.
+/// How much rank 0 streams per batch size.
+#[derive(Clone, Copy)]
+enum Amount {
+    /// This many batches.
+    Batches(usize),
+    /// New batches until this long has passed (at least one per slot).
+    For(std::time::Duration),
+}
+
+/// Rank 0: streams batches (`amount`), checks every product, returns the row.
 ///
 /// One thread per slot, each with its own queue: the thread of slot `s`
 /// sends batches s, s + slots, s + 2 slots, ... and checks each product
@@ -303,7 +320,7 @@ fn feed(
     id: SegId,
     layout: Layout,
     batch: usize,
-    nbatches: usize,
+    amount: Amount,
     mode: &'static str,
     json: bool,
 ) -> Res<Row> {
@@ -332,18 +349,25 @@ fn feed(
         gaspi.notify_reset(id, layout.product_id(s))?;
     }
     let bar = (std::io::stdout().is_terminal() && !json).then(|| {
-        let b = indicatif::ProgressBar::new(nbatches as u64);
+        let b = match amount {
+            Amount::Batches(n) => indicatif::ProgressBar::new(n as u64),
+            Amount::For(_) => indicatif::ProgressBar::no_length(),
+        };
         b.set_message(format!("{mode} batch {batch}"));
         b
     });
     let start = Instant::now();
-    let errs: Vec<Result<f32, String>> = std::thread::scope(|scope| {
+    let (nbatches, until) = match amount {
+        Amount::Batches(n) => (n, None),
+        Amount::For(d) => (usize::MAX, Some(start + d)),
+    };
+    let errs: Vec<Result<(f32, usize), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..slots)
             .map(|slot| {
                 let (inputs, refs, bar) = (&inputs, &refs, &bar);
                 scope.spawn(move || {
                     feed_slot(
-                        gaspi, seg, id, layout, batch, nbatches, slot, inputs, refs, bar,
+                        gaspi, seg, id, layout, batch, nbatches, until, slot, inputs, refs, bar,
                     )
                     .map_err(|e| e.to_string())
                 })
@@ -361,8 +385,11 @@ fn feed(
     gaspi.notify(Rank(1), id, STOP, 1, Queue(0))?;
     gaspi.wait(Queue(0), Timeout::Block)?;
     let mut max_err = 0f32;
+    let mut nbatches = 0;
     for e in errs {
-        max_err = max_err.max(e?);
+        let (err, sent) = e?;
+        max_err = max_err.max(err);
+        nbatches += sent;
     }
     let mvps = (nbatches * batch) as f64 / secs / 1e6;
     if json {
@@ -379,7 +406,9 @@ fn feed(
     })
 }
 
-/// The thread of one slot (see `feed`); returns its largest relative error.
+/// The thread of one slot (see `feed`): batches slot, slot + slots, ...
+/// below `nbatches`, and only while `until` has not passed (the first batch
+/// always); returns its largest relative error and how many it sent.
 #[allow(clippy::too_many_arguments)]
 fn feed_slot(
     gaspi: &Gaspi,
@@ -388,18 +417,24 @@ fn feed_slot(
     layout: Layout,
     batch: usize,
     nbatches: usize,
+    until: Option<Instant>,
     slot: usize,
     inputs: &[Vec<f32>],
     refs: &[(Vec<f32>, Vec<f32>)],
     bar: &Option<indicatif::ProgressBar>,
-) -> Res<f32> {
+) -> Res<(f32, usize)> {
     let (slots, pool) = (layout.slots, inputs.len());
     let queue = Queue(slot as u32);
     let bytes = (batch * VEC_BYTES) as u64;
     let pid = layout.product_id(slot);
     let mut got = vec![0f32; batch * N];
     let mut max_err = 0f32;
+    let mut sent = 0;
     for k in (slot..nbatches).step_by(slots) {
+        if sent > 0 && until.is_some_and(|u| Instant::now() >= u) {
+            break;
+        }
+        sent += 1;
         // The slot's previous copy is complete (its product came back);
         // this settles the queue's books.
         gaspi.wait(queue, Timeout::Block)?;
@@ -435,7 +470,7 @@ fn feed_slot(
             b.inc(1);
         }
     }
-    Ok(max_err)
+    Ok((max_err, sent))
 }
 
 /// max |got - want| / max(|want|, 1), with `scale` = 1 / max(|want|, 1);

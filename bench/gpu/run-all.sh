@@ -31,6 +31,7 @@ bench notify-rtt
 bench gpu-pingpong --device-driven
 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven
 bench gpu-bw
+bench host-gpu-bw
 # Where gdrcopy's driver is present, the round trip with the words mapped
 # through it (elsewhere the placement falls back to host-mapped).
 if [ -e /dev/gdrdrv ]; then

@@ -72,6 +72,11 @@ fn share(g: &Gaspi, from: Rank, s: &Samples) -> Res<(f64, f64, f64)> {
     Ok((all[0], all[1], all[2]))
 }
 
+/// notify-rtt's variant for the plain pattern answering with an 8-byte
+/// `gaspi_write_notify` (echo.cu: bit 11, mode 64 = waitsome, atomic
+/// reset, write_notify of 8 bytes into rank 0's host segment).
+const PLAIN_PAYLOAD: u32 = 2048 | (64 << 12);
+
 /// `notify-rtt`: rank 0 (CPU) sets notification 0 of rank 1's GPU
 /// segment; a persistent kernel on rank 1 polls it and answers with
 /// notification 0 of rank 0's host segment.
@@ -84,7 +89,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     } else {
         Memory::Host
     };
-    g.segment_create(SEG, 4096, memory, Group::ALL, Timeout::Block)?;
+    let seg = g.segment_create(SEG, 4096, memory, Group::ALL, Timeout::Block)?;
     // Reference on rank 1: 4-byte copy of the flag + launch + synchronise.
     let mut reference = Samples::with_capacity(rounds as usize);
     let mut raw = Samples::with_capacity(rounds as usize);
@@ -209,7 +214,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
     let variants: Vec<u32> = std::env::var("NOTIFY_RTT_VARIANTS")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![0, 24, 384, 1408]);
+        .unwrap_or_else(|| vec![0, PLAIN_PAYLOAD, 24, 384, 1408]);
     for variant in variants {
         if let Some((dctx, stream, echo)) = &gpu_side {
             // Variants whose kernel never clears (the CPU counts up) leave
@@ -242,15 +247,27 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
         }
         g.barrier(Group::ALL, Timeout::Block)?;
         let mut rtt = Samples::with_capacity(rounds as usize);
+        let mut wrong_answers = 0u64;
         if me == 0 {
             // Variant bit 3: ids alternate and each side clears what it
             // received after its next send (see echo.cu).
             let deferred = variant & 8 != 0;
             let mut unreset: Option<(NotifyId, u32)> = None;
+            // Exploration variants (bit 11) count wrong answers and missing
+            // payloads instead of failing the run.
+            let explore = variant & 2048 != 0;
+            let payload = explore && (variant >> 12) & 64 != 0;
+            let wrong = std::cell::Cell::new(0u64);
             let check = |id: NotifyId, round: u32| -> Res<()> {
-                match g.notify_reset(SEG, id)? {
-                    v if v == round => Ok(()),
-                    v => Err(format!("round {round}: answer {v}").into()),
+                let v = g.notify_reset(SEG, id)?;
+                let paid = !payload || seg.read_vec::<u64>(64, 1)?[0] == u64::from(round);
+                if v == round && paid {
+                    Ok(())
+                } else if explore {
+                    wrong.set(wrong.get() + 1);
+                    Ok(())
+                } else {
+                    Err(format!("round {round}: answer {v}").into())
                 }
             };
             for round in 1..=(warmup + rounds) {
@@ -281,6 +298,7 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
                 check(got, r)?;
             }
             g.wait(Queue(0), Timeout::Block)?;
+            wrong_answers = wrong.get();
         }
         if let Some((_, stream, _)) = &gpu_side {
             gpu::synchronize(stream)?;
@@ -288,6 +306,16 @@ pub fn notify_rtt(g: &Gaspi, quick: bool) -> Res<Vec<Record>> {
         g.barrier(Group::ALL, Timeout::Block)?;
         if me == 0 {
             let reset = match variant {
+                v if v & 2048 != 0 => {
+                    let m = v >> 12;
+                    format!(
+                        "variant {v}: plain pattern, poll {}, reset {}, answer {}{}; wrong answers {wrong_answers}",
+                        ["waitsome (acquire)", "relaxed + fence.acq_rel", "relaxed + one ld.acquire", "relaxed only"][(m & 3) as usize],
+                        ["atomic exchange", "exchange, value from scan", "plain store", "atomicCAS"][((m >> 2) & 3) as usize],
+                        ["gaspi_notify (fence.sc)", "fence.acq_rel + store", "st.release", "relaxed store, no fence"][((m >> 4) & 3) as usize],
+                        if m & 64 != 0 { ", 8-byte payload first" } else { "" },
+                    )
+                }
                 0 => "device API as is: acquire polling, atomic-exchange reset, fence + relaxed store".to_string(),
                 v if v & 128 != 0 => format!(
                     "variant {v}: values count up: {} (no clear) + \
@@ -553,4 +581,91 @@ pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>>
         }
     }
     Ok(out)
+}
+
+/// `host-gpu-bw`: rank 0 (a CPU rank, host segment) posts a window of
+/// `write`s into rank 1's GPU segment on the same host, then `wait`; the
+/// reference is the same window of `cuMemcpyHtoDAsync` from pinned memory
+/// into device memory, measured by rank 1 in the same run.
+pub fn host_gpu_bw(g: &Gaspi, sizes: &[u64], quick: bool) -> Res<Vec<Record>> {
+    let me = g.rank().0;
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    let memory = if me == 1 {
+        Memory::Gpu(0)
+    } else {
+        Memory::Host
+    };
+    // Rank 0's source starts at 0, rank 1's destination at 0.
+    g.segment_create(SEG, max, memory, Group::ALL, Timeout::Block)?;
+    let mut out = Vec::new();
+    for &size in sizes {
+        let window: u32 = if size >= 1 << 20 { 8 } else { 64 };
+        let iters: u32 = if quick { 10 } else { 40 };
+        let reference = if me == 1 {
+            htod_copy_us(size, iters, window)?
+        } else {
+            Samples::default()
+        };
+        let (ref_us, _, _) = share(g, Rank(1), &reference)?;
+        g.barrier(Group::ALL, Timeout::Block)?;
+        let mut ours = Samples::with_capacity(iters as usize);
+        if me == 0 {
+            for i in 0..iters + 3 {
+                let t = Instant::now();
+                for _ in 0..window {
+                    g.write(SEG, 0, Rank(1), SEG, 0, size, Queue(0))?;
+                }
+                g.wait(Queue(0), Timeout::Block)?;
+                if i >= 3 {
+                    ours.push(t.elapsed().as_secs_f64() * 1e6 / window as f64);
+                }
+            }
+        }
+        g.barrier(Group::ALL, Timeout::Block)?;
+        if me == 0 {
+            let gbps = |us: f64| size as f64 / us / 1e3;
+            let mut r = Record::new("host-gpu-bw", 2).with_samples(&ours);
+            r.transport = Some(g.transport(Rank(1))?.to_string());
+            r.size = Some(size);
+            r.iters = Some(iters as u64 * window as u64);
+            r.gbps = Some(gbps(ours.median()));
+            r = r.with_ref_gbps(
+                "cuMemcpyHtoDAsync from pinned memory, same window",
+                gbps(ref_us),
+            );
+            r.note = Some(format!(
+                "window {window}; CPU rank 0's host segment -> rank 1's GPU segment (GPU 0); \
+                 p10-p90 {:.1} - {:.1} GB/s",
+                gbps(ours.p90()),
+                gbps(ours.p10())
+            ));
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// The reference of `host-gpu-bw`: `window` copies of `size` bytes from
+/// pinned host memory into device memory per synchronise; microseconds per
+/// copy.
+fn htod_copy_us(size: u64, iters: u32, window: u32) -> Res<Samples> {
+    let src = PinnedHostMemory::alloc(0, size as usize)?;
+    let dst = GpuMemory::alloc(0, size as usize)?;
+    let stream = GpuStream::new(0)?;
+    let mut s = Samples::with_capacity(iters as usize);
+    for i in 0..(iters + 3) {
+        let t = Instant::now();
+        for _ in 0..window {
+            // SAFETY: both allocations hold `size` bytes and outlive the
+            // synchronize below; nothing writes `src` meanwhile.
+            unsafe {
+                gpu::copy_host_to_device(&stream, dst.device_ptr(), src.host_ptr(), size as usize)?
+            };
+        }
+        gpu::synchronize(&stream)?;
+        if i >= 3 {
+            s.push(t.elapsed().as_secs_f64() * 1e6 / window as f64);
+        }
+    }
+    Ok(s)
 }

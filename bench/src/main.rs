@@ -87,6 +87,13 @@ enum Cmd {
         #[arg(long)]
         device_driven: bool,
     },
+    /// CPU rank -> another rank's GPU segment on this host: write bandwidth
+    /// against cuMemcpyHtoD from pinned memory (GPU).
+    HostGpuBw {
+        /// Sizes in bytes (default 1, 4, 16 and 64 MiB).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
     /// GPU-to-GPU write bandwidth against cuMemcpyPeer (GPU).
     GpuBw {
         #[arg(long, value_delimiter = ',')]
@@ -185,6 +192,17 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
                     sizes.clone()
                 };
                 gpu::gpu_pingpong(&start(2)?, n, &sizes, *device_driven, cli.quick)?
+            }
+        },
+        Cmd::HostGpuBw { sizes } => match gpu::gpus("host-gpu-bw") {
+            Err(skip) => skip,
+            Ok(_) => {
+                let sizes = if sizes.is_empty() {
+                    vec![1 << 20, 4 << 20, 16 << 20, 64 << 20]
+                } else {
+                    sizes.clone()
+                };
+                gpu::host_gpu_bw(&start(2)?, &sizes, cli.quick)?
             }
         },
         Cmd::GpuBw { sizes } => match gpu::two_gpus("gpu-bw") {

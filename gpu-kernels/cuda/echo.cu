@@ -99,6 +99,91 @@ extern "C" __global__ void gaspi_echo_raw_multi(volatile unsigned int* flag, vol
 //          volatile loads for the round's value (the CPU counts up, so no
 //          clear is needed) and answers with a volatile store: the floor
 //          kernel, but on the segments' words and across two processes.
+// Issue 19 exploration: the plain request/answer pattern (wait, reset,
+// answer on notification 0) with each of its three steps done one of
+// several ways, to find what each costs across PCIe. `mode` (variant >> 12):
+//   bits 0-1 poll:   0 gaspi_notify_waitsome (acquire loads);
+//                    1 relaxed loads, fence.acq_rel.sys after the hit;
+//                    2 relaxed loads, one ld.acquire.sys of the hit word;
+//                    3 relaxed loads only (no acquire: cost reference).
+//   bits 2-3 reset:  0 gaspi_notify_reset (atomic exchange, value used);
+//                    1 atomic exchange issued, value taken from the scan
+//                      (the exchange's result is only checked after the
+//                      answer: a wrong round shows as a wrong answer later);
+//                    2 plain store of 0, value from the scan;
+//                    3 atomicCAS(seen -> 0), value used.
+//   bits 4-5 answer: 0 gaspi_notify (fence.sc.sys + relaxed store);
+//                    1 fence.acq_rel.sys + relaxed store;
+//                    2 st.release.sys;
+//                    3 relaxed store, no fence (cost reference).
+//   bit 6: with an 8-byte payload (the round, as u64) stored at byte 64 of
+//          the answer's segment before the flag (gaspi_write_notify's job);
+//          with answer 0 it is gaspi_write_notify_thread itself, copying
+//          from byte 64 of the local segment.
+__device__ __forceinline__ gaspi_u32 gaspi_probe_load_relaxed(const gaspi_u32* p) {
+    gaspi_u32 v;
+    asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void gaspi_probe_fence_acq_rel() {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+__device__ __forceinline__ void gaspi_probe_store_relaxed(gaspi_u32* p, gaspi_u32 v) {
+    asm volatile("st.relaxed.sys.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
+__device__ inline void gaspi_echo_modes(const gaspi_device_ctx& ctx, unsigned int in_seg, unsigned int peer,
+                                        unsigned int out_seg, unsigned int max_rounds, unsigned int mode) {
+    const gaspi_segment_desc* in = gaspi_local_segment(ctx, in_seg);
+    const gaspi_segment_desc* out = gaspi_remote_segment(ctx, peer, out_seg);
+    gaspi_u32* word = reinterpret_cast<gaspi_u32*>(in->notifications);
+    gaspi_u32* answer = reinterpret_cast<gaspi_u32*>(out->notifications);
+    const unsigned int poll = mode & 3u, reset = (mode >> 2) & 3u, ans = (mode >> 4) & 3u;
+    // Without a direct route to the data the answer goes without payload
+    // (the CPU side counts the payloads that did not arrive).
+    const bool payload = (mode & 64u) != 0u && out->data != 0 && in->data != 0;
+    for (unsigned int round = 0; round < max_rounds; ++round) {
+        gaspi_u32 seen = 0;
+        if (poll == 0u) {
+            if (gaspi_notify_waitsome_value(ctx, in_seg, 0, 1, GASPI_BLOCK, &seen) < 0) return;
+        } else {
+            if (threadIdx.x == 0) {
+                while ((seen = gaspi_probe_load_relaxed(word)) == 0u) {
+                }
+                if (poll == 1u) gaspi_probe_fence_acq_rel();
+                if (poll == 2u) seen = gaspi_load_acquire_u32(word);
+            }
+            seen = __shfl_sync(0xffffffffu, seen, 0);
+            __syncwarp();
+        }
+        if (threadIdx.x == 0) {
+            gaspi_u32 value = seen;
+            gaspi_u32 late = 0;
+            if (reset == 0u) value = gaspi_notify_reset(ctx, in_seg, 0);
+            else if (reset == 1u) late = atomicExch_system(word, 0u);
+            else if (reset == 2u) *reinterpret_cast<volatile gaspi_u32*>(word) = 0u;
+            else value = atomicCAS_system(word, seen, 0u);
+            if (value == GASPI_STOP_VALUE || value == 0u) return;
+            if (payload && ans == 0u) {
+                *reinterpret_cast<volatile gaspi_u64*>(in->data + 64) = (gaspi_u64)value;
+                gaspi_write_notify_thread(ctx, in_seg, 64, peer, out_seg, 64, 8, 0, value);
+            } else {
+                if (payload) *reinterpret_cast<volatile gaspi_u64*>(out->data + 64) = (gaspi_u64)value;
+                if (ans == 0u) gaspi_notify(ctx, peer, out_seg, 0, value);
+                else if (ans == 1u) { gaspi_probe_fence_acq_rel(); gaspi_probe_store_relaxed(answer, value); }
+                else if (ans == 2u) gaspi_store_release_u32(answer, value);
+                else gaspi_probe_store_relaxed(answer, value);
+            }
+            if (reset == 1u && late != value) {
+                // Another round arrived between the scan and the exchange:
+                // answer 0 so the CPU reports the mismatch.
+                gaspi_probe_store_relaxed(answer, 1u);
+            }
+        }
+        __syncwarp();
+    }
+}
+
 extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int peer,
                                            unsigned int out_seg, unsigned int max_rounds, unsigned int variant) {
     if (threadIdx.x >= 32 && !(variant & 256u)) return;
@@ -106,6 +191,10 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
     const gaspi_segment_desc* out = gaspi_remote_segment(ctx, peer, out_seg);
     if (in == nullptr || out == nullptr || out->notifications == 0) return;
     const bool deferred = (variant & 8u) != 0u;
+    if (variant & 2048u) {
+        gaspi_echo_modes(ctx, in_seg, peer, out_seg, max_rounds, variant >> 12);
+        return;
+    }
     if (variant & 64u) {
         if (threadIdx.x != 0) return;
         volatile gaspi_u32* word = reinterpret_cast<volatile gaspi_u32*>(in->notifications);

@@ -16,7 +16,8 @@
 //
 // Memory-model notes. Notification words may be written by the CPU or by
 // another GPU, so they are read with ld.acquire.sys (system scope) and
-// written with st.release.sys after __threadfence_system(). A waiting warp
+// written with a relaxed store after gaspi_fence() (fence.acq_rel.sys: with
+// the store, a release at system scope). A waiting warp
 // that finds a word set orders its later reads of the data after that load
 // (acquire, then __syncwarp for the other lanes); block-wide waits add a
 // __syncthreads and a system fence in every thread.
@@ -199,7 +200,18 @@ __device__ __forceinline__ void gaspi_store_release_u64(gaspi_u64* p, gaspi_u64 
     asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
 }
 
-// The notification store that follows a __threadfence_system(): the fence
+// Orders this thread's earlier memory accesses before its later ones at
+// system scope, for release / acquire patterns (fence.acq_rel.sys, SASS
+// MEMBAR.ALL.SYS). The device API used __threadfence_system() (fence.sc.sys,
+// MEMBAR.SC.SYS) before: sequential consistency between fences is more than
+// a flag published after its data needs, and it cost about 0.35 us more per
+// answer across PCIe (H100, gaspi-bench notify-rtt variants 2048 and 67584,
+// issue 19).
+__device__ __forceinline__ void gaspi_fence_acq_rel() {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+// The notification store that follows a gaspi_fence_acq_rel(): the fence
 // already orders every earlier write before it at system scope, and a
 // relaxed (volatile) store after it is measurably cheaper across PCIe than
 // st.release.sys, which fences again (H100: 4.5 us instead of 5.5 us for a
@@ -374,13 +386,20 @@ __device__ inline int gaspi_notify_waitsome_block(const gaspi_device_ctx& ctx, g
     const int id = gaspi_waitsome_result;
     // Every thread fences so its reads of the data that came with the
     // notification are ordered after the first warp's acquire.
-    __threadfence_system();
+    gaspi_fence_acq_rel();
     __syncthreads(); // the shared slot may be reused by the next call
     return id;
 }
 
 // Atomically sets notification `id` of local segment `seg` to 0 and returns
 // the value it had (0 also for an id outside the segment). One thread.
+// A notification set at the same time is either returned here or stays set,
+// never lost: hence an atomic exchange, which on host-mapped words is a
+// round trip across PCIe (about 1.3 us on an H100, issue 19: a plain store
+// instead measured 3.4 against 4.7 us per request/answer round trip, but a
+// store can wipe a notification that arrived after the scan). Where the
+// sender cannot send again before it sees an answer, gaspi_notify_clear
+// is that store.
 __device__ inline gaspi_u32 gaspi_notify_reset(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u32 id) {
     const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
     if (!d || d->notifications == 0 || id >= d->notification_count) return 0u;
@@ -556,7 +575,7 @@ __device__ inline int gaspi_notify(const gaspi_device_ctx& ctx, gaspi_u32 rank, 
     const gaspi_segment_desc* d = gaspi_remote_segment(ctx, rank, seg);
     if (!d || id >= d->notification_count) return GASPI_DEV_ERR_ARG;
     if (d->notifications != 0) {
-        __threadfence_system();
+        gaspi_fence_acq_rel();
         gaspi_store_after_fence_u32(reinterpret_cast<gaspi_u32*>(d->notifications) + id, value);
         return GASPI_DEV_SUCCESS;
     }
@@ -588,7 +607,7 @@ __device__ inline int gaspi_notify_relaxed(const gaspi_device_ctx& ctx, gaspi_u3
 // path (e.g. after answering with gaspi_notify_relaxed and clearing the
 // request with gaspi_notify_clear).
 __device__ __forceinline__ void gaspi_fence() {
-    __threadfence_system();
+    gaspi_fence_acq_rel();
 }
 
 // write_notify by one thread.
@@ -600,11 +619,11 @@ __device__ inline int gaspi_write_notify_thread(const gaspi_device_ctx& ctx, gas
     if (rc != GASPI_DEV_SUCCESS) return rc;
     if (r.direct) {
         gaspi_copy(r.dst, r.src, size, 0u, 1u);
-        __threadfence_system();
+        gaspi_fence_acq_rel();
         gaspi_store_after_fence_u32(r.word, value);
         return GASPI_DEV_SUCCESS;
     }
-    __threadfence_system();
+    gaspi_fence_acq_rel();
     return gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, rank, local_seg, local_off, remote_seg, remote_off, size, id, value);
 }
 
@@ -618,7 +637,7 @@ __device__ inline int gaspi_write_notify_warp(const gaspi_device_ctx& ctx, gaspi
     if (rc != GASPI_DEV_SUCCESS) return rc;
     const gaspi_u32 lane = gaspi_lane_id();
     if (r.direct) gaspi_copy(r.dst, r.src, size, lane, 32u);
-    __threadfence_system();
+    gaspi_fence_acq_rel();
     __syncwarp();
     if (lane == 0u) {
         if (r.direct) {
@@ -643,7 +662,7 @@ __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 
     if (rc != GASPI_DEV_SUCCESS) return rc;
     const gaspi_u32 t = gaspi_block_thread();
     if (r.direct) gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
-    __threadfence_system();
+    gaspi_fence_acq_rel();
     __syncthreads();
     if (t == 0u) {
         if (r.direct) {

@@ -251,9 +251,15 @@ impl WriterLane {
                 return Err(Error::Timeout { op: "wait" });
             }
             // The owner's GPU writes `completed`: nobody wakes us. Spin
-            // briefly (copies of a few KiB take microseconds), then nap.
-            if start.elapsed() < Duration::from_micros(50) {
+            // briefly (copies of a few KiB take microseconds), then yield
+            // for up to 2 ms (a window of MiB copies: a nap overshoots by
+            // the timer slack, ~50 us, which cost 4 MiB writes 12% of their
+            // bandwidth, gaspi-bench host-gpu-bw), then nap.
+            let waited = start.elapsed();
+            if waited < Duration::from_micros(50) {
                 std::hint::spin_loop();
+            } else if waited < Duration::from_millis(2) {
+                std::thread::yield_now();
             } else {
                 std::thread::sleep(nap);
                 nap = (nap * 2).min(Duration::from_micros(200));
