@@ -29,6 +29,7 @@
 
 use super::QueueStream;
 use crate::context::Inner;
+use crate::transport::Via;
 use crate::error::{Error, Result, Side};
 use crate::ops::{check_notification, lookup_remote};
 use crate::tables::Tables;
@@ -381,6 +382,15 @@ impl Inner {
                 local.check(Side::Local, self.rank, req.local_offset, req.size)?;
                 let (offset, size) = (req.remote_offset, req.size);
                 let r = notifiable(lookup_remote(&tables, rank, remote_seg, offset, size, max)?)?;
+                if r.completes_later() {
+                    // A rank on another host: the data goes out through
+                    // host memory and the network transport, the
+                    // notification after it on the same connection.
+                    let mut staged = vec![0u8; size as usize];
+                    local.copy_out(req.local_offset, &mut staged)?;
+                    r.put(offset, staged.as_ptr(), staged.len(), Via::INTERNAL)?;
+                    return r.notify(req.notification_id, req.value, Via::INTERNAL);
+                }
                 self.gpu_put(
                     qs,
                     local,
@@ -393,6 +403,9 @@ impl Inner {
             }
             RequestOp::Notify => {
                 let r = notifiable(lookup_remote(&tables, rank, remote_seg, 0, 0, max)?)?;
+                if r.completes_later() {
+                    return r.notify(req.notification_id, req.value, Via::INTERNAL);
+                }
                 self.gpu_notify(qs, r, req.notification_id, req.value)
             }
             RequestOp::Unknown(code) => Err(Error::Protocol(format!(
