@@ -619,7 +619,7 @@ impl Gaspi {
         tcp.bind(Arc::downgrade(&inner));
         #[cfg(feature = "verbs")]
         if let Some(v) = &inner.verbs {
-            v.bind(Arc::downgrade(&inner))?;
+            v.bind(Arc::downgrade(&inner), tcp_dyn.clone())?;
         }
         for r in 0..size {
             let desc = inner.peers[r as usize].endpoint.system.clone();

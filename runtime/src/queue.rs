@@ -82,6 +82,7 @@ impl Outstanding {
     }
 
     /// Whether requests are unsettled or a failure is kept.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
     }

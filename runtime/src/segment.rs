@@ -965,6 +965,7 @@ mod tests {
                 inbox: None,
                 device_words_offset: words,
                 instance: 1,
+                rdma: None,
             };
             let area = NotificationArea::bytes_for(count) as u64;
             let ok = (1..=SEGMENT_SIZE_CEILING).contains(&size)

@@ -22,7 +22,10 @@ broken() { say "FAILED: $*"; echo "VERBS_TESTS passed=0 failed=1"; exit 2; }
 for b in gaspi-run gaspi-test-rank gaspi-model-rank; do
     [ -x "$ROOT/target/release/$b" ] || broken "$ROOT/target/release/$b is not built"
 done
-ldd "$ROOT/target/release/gaspi-model-rank" | grep -q libibverbs ||
+# (grep on a captured string: `ldd | grep -q` fails under pipefail when
+# grep stops reading early.)
+libs=$(ldd "$ROOT/target/release/gaspi-model-rank")
+[[ $libs == *libibverbs* ]] ||
     broken "target/release is not built with --features gaspi/verbs"
 
 # What the harness needs on the host (Debian 12 names).

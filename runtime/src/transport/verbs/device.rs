@@ -579,7 +579,7 @@ impl QueuePair {
                 sge.length = len;
                 match lkey {
                     Some(k) => sge.lkey = k,
-                    None => flags = flags | ibv_send_flags::IBV_SEND_INLINE,
+                    None => flags |= ibv_send_flags::IBV_SEND_INLINE,
                 }
                 wr.wr.rdma = rdma_t {
                     remote_addr: remote,

@@ -55,9 +55,9 @@
 //!   decision 0018 use the TCP control connection every pair has; barriers
 //!   and allreduce use put + notify, so they run over RDMA.
 //! - **Not here yet.** GPU segments are not registered (GPUDirect RDMA):
-//!   peers reach them over TCP through the owner's engine
-//!   ([`VerbsTransport::attach`] refuses them, and the runtime falls
-//!   back). Writes from registered segments are staged rather than
+//!   their descriptors carry no keys, and [`VerbsTransport::attach`] hands
+//!   them to the TCP transport, so peers reach them through the owner's
+//!   engine. Writes from registered segments are staged rather than
 //!   zero-copy.
 
 mod device;
@@ -142,6 +142,8 @@ impl Slot {
 #[derive(Debug)]
 pub(crate) struct VerbsTransport {
     shared: Arc<Shared>,
+    /// The TCP transport, for peers' segments not registered for RDMA.
+    fallback: OnceLock<Arc<dyn Transport>>,
 }
 
 #[derive(Debug)]
@@ -219,6 +221,7 @@ impl VerbsTransport {
         // after it (tuple fields drop in order: region first).
         let one_mr = unsafe { MemoryRegion::register(&device, one.as_mut_ptr().cast(), 4)? };
         Ok(VerbsTransport {
+            fallback: OnceLock::new(),
             shared: Arc::new(Shared {
                 inflight: (0..size).map(|_| AtomicU32::new(0)).collect(),
                 inline_max: qps.iter().map(|q| q.inline).min().unwrap_or(0) as usize,
@@ -268,9 +271,10 @@ impl VerbsTransport {
         Ok(())
     }
 
-    /// Gives the transport the rank's state and starts the completion
-    /// thread.
-    pub fn bind(&self, inner: Weak<Inner>) -> Result<()> {
+    /// Gives the transport the rank's state and the TCP transport (for
+    /// segments not registered for RDMA), and starts the completion thread.
+    pub fn bind(&self, inner: Weak<Inner>, tcp: Arc<dyn Transport>) -> Result<()> {
+        let _ = self.fallback.set(tcp);
         let _ = self.shared.inner.set(inner.clone());
         let shared = self.shared.clone();
         std::thread::Builder::new()
@@ -482,9 +486,7 @@ impl Shared {
                 Some(Err(reason)) => return Err(Error::RdmaFailed { rank, reason }),
                 None => {}
             }
-            if let Err(e) = inner.peer_ok(rank) {
-                return Err(e);
-            }
+            inner.peer_ok(rank)?;
             drop(done);
             self.progress();
             done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
@@ -512,12 +514,17 @@ impl Transport for VerbsTransport {
         owner: Rank,
         seg: u8,
         desc: &SegmentDescriptor,
-        _home: &Arc<OnceLock<u32>>,
+        home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>> {
-        let keys = desc.rdma.ok_or_else(|| Error::NoTransport {
-            rank: owner,
-            reason: format!("its segment {seg} is not registered for RDMA (a GPU segment)"),
-        })?;
+        let Some(keys) = desc.rdma else {
+            // Not registered for RDMA (a GPU segment): its owner's engine
+            // serves it over the control connection, as TCP does.
+            let tcp = self.fallback.get().ok_or_else(|| Error::NoTransport {
+                rank: owner,
+                reason: format!("its segment {seg} is not registered for RDMA (a GPU segment)"),
+            })?;
+            return tcp.attach(owner, seg, desc, home);
+        };
         Ok(Box::new(VerbsSegment {
             owner,
             size: desc.size,
