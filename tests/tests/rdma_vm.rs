@@ -73,6 +73,6 @@ fn scenarios_pass_over_soft_roce_verbs() {
         .and_then(|(p, f)| Some(vec![p.parse().ok()?, f.parse().ok()?]))
         .unwrap_or_else(|| panic!("no VERBS_TESTS line at the end:\n{stdout}\n{stderr}"));
     assert_eq!(counts[1], 0, "scenarios failed over verbs: {last}");
-    assert!(counts[0] >= 12, "too few scenarios ran: {last}");
+    assert!(counts[0] >= 11, "too few scenarios ran: {last}");
     assert!(out.status.success(), "run.sh failed: {last}");
 }
