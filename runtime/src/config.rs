@@ -110,6 +110,17 @@ pub struct Config {
     /// takes TCP for every other rank, even on this host (to test or
     /// measure the network path on one machine).
     pub transport: TransportChoice,
+    /// The RDMA device (and port) to use (`GASPI_NET_DEVICE=name[:port]`,
+    /// or a comma-separated list from which rank `r` takes entry
+    /// `r % len`); `None`: the first device, port 1.
+    pub net_device: Option<String>,
+    /// The GID index RoCE traffic uses (`GASPI_NET_GID_INDEX`); `None`:
+    /// the first RoCE v2 GID, preferring an IPv4-mapped one.
+    pub net_gid_index: Option<u8>,
+    /// Whether remote atomics over RDMA are NIC atomics
+    /// (`GASPI_NET_ATOMICS=nic`) rather than applied by the owner
+    /// (`owner`, the default: exact whatever else touches the word).
+    pub net_atomics_nic: bool,
     /// How long a peer's host may leave this rank's traffic unanswered
     /// (no acknowledgement of data sent, no answer to keep-alive probes)
     /// before the peer is declared dead (`GASPI_PEER_TIMEOUT_MS`, default
@@ -140,6 +151,10 @@ pub enum TransportChoice {
     Auto,
     /// TCP to every other rank.
     Tcp,
+    /// RDMA verbs to every other rank, even on this host (needs the
+    /// `verbs` feature and an RDMA device on every rank; init fails
+    /// otherwise, naming what is missing).
+    Verbs,
 }
 
 impl std::str::FromStr for TransportChoice {
@@ -148,8 +163,9 @@ impl std::str::FromStr for TransportChoice {
         match s.trim() {
             "auto" | "" => Ok(TransportChoice::Auto),
             "tcp" => Ok(TransportChoice::Tcp),
+            "verbs" => Ok(TransportChoice::Verbs),
             other => Err(Error::Config(format!(
-                "GASPI_TRANSPORT={other:?}: expected auto or tcp"
+                "GASPI_TRANSPORT={other:?}: expected auto, tcp or verbs"
             ))),
         }
     }
@@ -244,6 +260,9 @@ impl Default for Config {
             gpu_notifications: NotificationPlacement::HostMapped,
             copy_assist_min: None,
             transport: TransportChoice::Auto,
+            net_device: None,
+            net_gid_index: None,
+            net_atomics_nic: false,
             peer_timeout: DEFAULT_PEER_TIMEOUT,
         }
     }
@@ -320,6 +339,26 @@ impl Config {
         }
         if let Ok(v) = std::env::var("GASPI_TRANSPORT") {
             c.transport = v.parse()?;
+        }
+        if let Ok(v) = std::env::var("GASPI_NET_DEVICE") {
+            c.net_device = Some(v).filter(|v| !v.trim().is_empty());
+        }
+        if let Some(v) = env_u32("GASPI_NET_GID_INDEX")? {
+            c.net_gid_index = Some(
+                u8::try_from(v)
+                    .map_err(|_| Error::Config(format!("GASPI_NET_GID_INDEX={v} is above 255")))?,
+            );
+        }
+        if let Ok(v) = std::env::var("GASPI_NET_ATOMICS") {
+            c.net_atomics_nic = match v.trim() {
+                "nic" => true,
+                "owner" | "" => false,
+                other => {
+                    return Err(Error::Config(format!(
+                        "GASPI_NET_ATOMICS={other:?}: expected owner or nic"
+                    )))
+                }
+            };
         }
         Ok(c)
     }

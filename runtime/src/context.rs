@@ -91,6 +91,10 @@ pub(crate) struct Inner {
     /// What this rank's waiters do while they spin: help with copies
     /// posted to it (`transport/assisted_copy.rs`); `None` when off.
     pub copy_helper: Option<Arc<CopyHelper>>,
+    /// The RDMA transport, when this rank opened a device: it registers
+    /// every host segment this rank creates (`transport/verbs/`).
+    #[cfg(feature = "verbs")]
+    pub verbs: Option<Arc<crate::transport::verbs::VerbsTransport>>,
 }
 
 /// How long `term` waits for its goodbyes to reach peers that do not
@@ -509,6 +513,51 @@ fn raise_fd_limit() {
     }
 }
 
+/// Opens this rank's RDMA device unless `GASPI_TRANSPORT=tcp`. Without
+/// one, `auto` says so in a log line and goes on with TCP; `verbs` fails.
+#[cfg(feature = "verbs")]
+fn open_verbs(
+    config: &Config,
+    rank: Rank,
+    size: u32,
+) -> Result<Option<Arc<crate::transport::verbs::VerbsTransport>>> {
+    use crate::transport::verbs::VerbsTransport;
+    match config.transport {
+        TransportChoice::Tcp => Ok(None),
+        TransportChoice::Verbs => Ok(Some(Arc::new(VerbsTransport::open(config, rank, size)?))),
+        TransportChoice::Auto => match VerbsTransport::open(config, rank, size) {
+            Ok(v) => Ok(Some(Arc::new(v))),
+            Err(e) => {
+                tracing::info!("no RDMA ({e}); other hosts are reached over TCP");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// The RDMA transport to the peer `ep` describes, connected, when both
+/// ends have a device; `None`: TCP. Under `GASPI_TRANSPORT=verbs` a peer
+/// without a device fails the init, naming it.
+#[cfg(feature = "verbs")]
+fn rdma_to(
+    config: &Config,
+    verbs: Option<&Arc<crate::transport::verbs::VerbsTransport>>,
+    me: Rank,
+    ep: &Endpoint,
+) -> Result<Option<Arc<dyn Transport>>> {
+    match (verbs, &ep.verbs) {
+        (Some(v), Some(theirs)) => {
+            v.connect(me, Rank(ep.rank), theirs)?;
+            Ok(Some(v.clone() as Arc<dyn Transport>))
+        }
+        _ if config.transport == TransportChoice::Verbs => Err(Error::NoTransport {
+            rank: Rank(ep.rank),
+            reason: "GASPI_TRANSPORT=verbs and it has no RDMA device".into(),
+        }),
+        _ => Ok(None),
+    }
+}
+
 /// A rank's handle on the job: every GASPI call is a method of it.
 ///
 /// `Gaspi` is `Send + Sync`: threads may share it. Dropping it terminates
@@ -562,6 +611,19 @@ impl Gaspi {
         if let Some(helper) = &copy_helper {
             system.notifications.set_spin_work(helper.clone());
         }
+        #[cfg(feature = "verbs")]
+        let verbs = open_verbs(&config, rank, size)?;
+        #[cfg(feature = "verbs")]
+        if let Some(v) = &verbs {
+            v.register(&mut system)?;
+        }
+        #[cfg(not(feature = "verbs"))]
+        if config.transport == TransportChoice::Verbs {
+            return Err(Error::Config(
+                "GASPI_TRANSPORT=verbs: this build has no RDMA support (build with --features verbs)"
+                    .into(),
+            ));
+        }
         let listener = bootstrap::control_listener(&info)?;
         let control = listener
             .local_addr()
@@ -575,6 +637,10 @@ impl Gaspi {
             pid: std::process::id(),
             control,
             system: system.descriptor.clone(),
+            #[cfg(feature = "verbs")]
+            verbs: verbs.as_ref().map(|v| v.endpoint()),
+            #[cfg(not(feature = "verbs"))]
+            verbs: None,
         };
         raise_fd_limit();
         // Rank 0 and every other rank stay connected through the
@@ -605,6 +671,12 @@ impl Gaspi {
             let transport = Some(if same_host {
                 shm.clone()
             } else {
+                #[cfg(feature = "verbs")]
+                match rdma_to(&config, verbs.as_ref(), rank, &ep)? {
+                    Some(v) => v,
+                    None => tcp_dyn.clone(),
+                }
+                #[cfg(not(feature = "verbs"))]
                 tcp_dyn.clone()
             });
             let control = OnceLock::new();
@@ -658,11 +730,17 @@ impl Gaspi {
             copy_helper,
             peers,
             config,
+            #[cfg(feature = "verbs")]
+            verbs,
         });
         if let Some(helper) = &inner.copy_helper {
             helper.bind(Arc::downgrade(&inner));
         }
         tcp.bind(Arc::downgrade(&inner));
+        #[cfg(feature = "verbs")]
+        if let Some(v) = &inner.verbs {
+            v.bind(Arc::downgrade(&inner), tcp_dyn.clone())?;
+        }
         for r in 0..size {
             let desc = inner.peers[r as usize].endpoint.system.clone();
             if inner.peers[r as usize].transport.is_some() {
@@ -678,12 +756,13 @@ impl Gaspi {
         tracing::info!(
             rank = rank.0,
             size,
-            "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks, tcp to {} ranks",
+            "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks, tcp to {} ranks, verbs to {} ranks",
             rank.0,
             size,
             inner.config.launch.launcher,
             by_transport("shm"),
             by_transport("tcp"),
+            by_transport("verbs"),
         );
         Ok(Gaspi {
             inner,

@@ -269,6 +269,19 @@ pub enum Error {
     /// Starting the job failed.
     #[error("bootstrap: {0}")]
     Bootstrap(String),
+    /// The RDMA verbs transport could not be set up (no device, a port
+    /// down, a verbs call refused).
+    #[error("RDMA verbs: {0}")]
+    Verbs(String),
+    /// A request to the peer completed with an error on the RDMA fabric;
+    /// the peer is marked corrupt.
+    #[error("a request to {rank} failed on the RDMA fabric ({reason}); {rank} is marked corrupt")]
+    RdmaFailed {
+        /// the peer
+        rank: Rank,
+        /// the completion status
+        reason: String,
+    },
     /// A peer sent something that does not follow the protocol.
     #[error("protocol: {0}")]
     Protocol(String),

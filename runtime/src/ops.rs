@@ -585,6 +585,10 @@ impl Gaspi {
         if let Some(helper) = &inner.copy_helper {
             s.notifications.set_spin_work(helper.clone());
         }
+        #[cfg(feature = "verbs")]
+        if let Some(v) = &inner.verbs {
+            v.register(&mut s)?;
+        }
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
         let me = inner.rank;
@@ -1088,6 +1092,16 @@ impl Gaspi {
         // Requests of transports that complete later (TCP): wait for their
         // targets' answers; a target gone with requests unanswered fails
         // the wait at once, naming it.
+        #[cfg(feature = "verbs")]
+        if let Some(v) = &self.inner.verbs {
+            // Poll the completion queues here for a moment before sleeping:
+            // on real hardware a batch completes within microseconds, sooner
+            // than the completion thread is woken and scheduled.
+            let until = std::time::Instant::now() + std::time::Duration::from_micros(50);
+            while q.outstanding.is_busy() && std::time::Instant::now() < until {
+                v.progress();
+            }
+        }
         q.outstanding
             .wait(timeout.deadline(), |r| self.inner.peer_ok(r).err())?;
         // Shared-memory requests complete when posted; what is left is to

@@ -81,6 +81,12 @@ impl Outstanding {
         self.cv.notify_all();
     }
 
+    /// Whether requests are unsettled or a failure is kept.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire)
+    }
+
     /// Wakes waiters (a rank was found gone).
     pub fn wake(&self) {
         let _s = self.state.lock().unwrap_or_else(|e| e.into_inner());

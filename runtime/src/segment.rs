@@ -56,6 +56,25 @@ pub struct SegmentDescriptor {
     /// copy checks it, `transport/assisted_copy.rs`).
     #[serde(default)]
     pub instance: u64,
+    /// Where the NIC reaches the segment, when its owner registered it
+    /// for RDMA (the `verbs` transport); `None` otherwise.
+    #[serde(default)]
+    pub rdma: Option<RdmaKeys>,
+}
+
+/// Addresses and remote keys of a segment registered for RDMA: its data
+/// (byte 0 at `data_addr`) and its notification area (the area's header at
+/// `words_addr`, word `i` at `words_addr + 128 + 4 i`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaKeys {
+    /// Address of data byte 0 in the owner's process.
+    pub data_addr: u64,
+    /// Remote key of the data.
+    pub data_rkey: u32,
+    /// Address of the notification area in the owner's process.
+    pub words_addr: u64,
+    /// Remote key of the notification area.
+    pub words_rkey: u32,
 }
 
 impl SegmentDescriptor {
@@ -259,6 +278,11 @@ pub(crate) struct LocalSegment {
     registration: OnceLock<std::result::Result<HostRegistration, gpu::GpuError>>,
     /// Ranks this segment was registered with (they map it).
     known_by: Mutex<Vec<Rank>>,
+    /// The RDMA registration of the data and the words (feature `verbs`);
+    /// declared before `_storage`: it is deregistered before the memory
+    /// is unmapped (fields drop in declaration order).
+    #[cfg(feature = "verbs")]
+    pub rdma: Option<crate::transport::verbs::Registration>,
     _storage: Storage,
 }
 
@@ -309,11 +333,14 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: None,
                 instance: next_instance(),
+                rdma: None,
             },
             gpu: None,
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words: None,
+            #[cfg(feature = "verbs")]
+            rdma: None,
             _storage: Storage::Shared(shm),
         })
     }
@@ -394,6 +421,7 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: words_at.map(|at| at as u64),
                 instance: next_instance(),
+                rdma: None,
             },
             gpu: Some(GpuData {
                 memory,
@@ -403,6 +431,8 @@ impl LocalSegment {
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words,
+            #[cfg(feature = "verbs")]
+            rdma: None,
             _storage: Storage::Gpu(shm),
         };
         // A kernel polls host-mapped words: register them now, not on
@@ -452,11 +482,14 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: None,
                 instance: next_instance(),
+                rdma: None,
             },
             gpu: None,
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words: None,
+            #[cfg(feature = "verbs")]
+            rdma: None,
             _storage: Storage::Bound(shm, owned),
         })
     }
@@ -932,6 +965,7 @@ mod tests {
                 inbox: None,
                 device_words_offset: words,
                 instance: 1,
+                rdma: None,
             };
             let area = NotificationArea::bytes_for(count) as u64;
             let ok = (1..=SEGMENT_SIZE_CEILING).contains(&size)

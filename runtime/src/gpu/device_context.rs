@@ -29,10 +29,10 @@
 
 use super::QueueStream;
 use crate::context::Inner;
-use crate::transport::Via;
 use crate::error::{Error, Result, Side};
 use crate::ops::{check_notification, lookup_remote};
 use crate::tables::Tables;
+use crate::transport::Via;
 use crate::types::{NotifyId, Rank, SegId};
 use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};
 use gaspi_segments::gpu::{self, GpuContext, GpuMemory, PinnedHostMemory};

@@ -36,6 +36,8 @@ pub(crate) mod assisted_copy;
 pub(crate) mod cuda_ipc;
 pub(crate) mod shared_memory;
 pub(crate) mod tcp;
+#[cfg(feature = "verbs")]
+pub(crate) mod verbs;
 
 use crate::error::Result;
 use crate::segment::SegmentDescriptor;

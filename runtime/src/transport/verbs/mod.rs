@@ -1,0 +1,798 @@
+//! RDMA verbs transport (cargo feature `verbs`): InfiniBand and RoCE.
+//!
+//! The production path of a GASPI runtime between hosts: data, notification
+//! words and atomics go from NIC to memory with no CPU on the target.
+//!
+//! - **Connections.** At init a rank opens one device and port
+//!   (`GASPI_NET_DEVICE=name[:port]`, or a comma-separated list from which
+//!   rank `r` takes entry `r % len`; default: the first device, port 1),
+//!   reads its LID (InfiniBand) or the GID at `GASPI_NET_GID_INDEX` (RoCE;
+//!   default: the first RoCE v2 GID, preferring an IPv4-mapped one), and
+//!   makes one reliable-connected queue pair per peer. The QP numbers and
+//!   start PSNs travel in the bootstrap's [`crate::bootstrap::Endpoint`]
+//!   (`VerbsEndpoint`); after the exchange each rank moves its QPs to RTS
+//!   towards the peers' QPs. One QP per peer, shared by every queue: a
+//!   `write` then a `notify` on any queue to one rank stay in order, which
+//!   is GASPI's rule and needs nothing more. (QPs per (queue, peer) would
+//!   let queues progress independently; at the depths used here one QP
+//!   never holds a queue back.) A QP whose peer has not reached RTS yet
+//!   retries (about 1 s per try, 7 tries), so no barrier is needed.
+//! - **Memory.** Every host segment (memfd mappings, the user's bound
+//!   memory: memory we did not allocate) is registered when it is created
+//!   ([`register`]), its data and its notification words separately; the
+//!   descriptor peers get carries the addresses and rkeys
+//!   ([`RdmaKeys`]). Registration lives in the segment and is dropped
+//!   (deregistered) before its memory is unmapped. Areas of registered
+//!   segments are marked as having silent writers: a NIC stores a
+//!   notification without the futex wake, so a sleeping waiter naps and
+//!   rescans instead of sleeping 10 ms.
+//! - **Operations.** `write` = RDMA WRITE (inline up to the QP's inline
+//!   size, else from a registered staging copy: the seam's contract lets
+//!   the caller reuse its buffer at once); `notify` = RDMA WRITE of the
+//!   4-byte value, inline, on the same QP: RC delivers WRITEs of one QP in
+//!   order, so the word lands after the data; `read` = RDMA READ straight
+//!   into the local segment's registered memory; `read_notify` = a 4-byte
+//!   READ of the owner's constant 1 into the local word after the data
+//!   READs (RC completes READs of one QP in order), as GPI-2 does, when
+//!   the value is 1; other values are set by the CPU when that READ
+//!   completes. Atomics go to the owner's progress engine by default
+//!   (exact whatever else touches the word: a NIC atomic is only atomic
+//!   against other NIC atomics, `IBV_ATOMIC_HCA`, and the owner's own
+//!   atomics and same-host peers' are CPU atomics); with
+//!   `GASPI_NET_ATOMICS=nic` they are `FETCH_AND_ADD` / `CMP_AND_SWP`,
+//!   for jobs where every atomic on a word comes through the NIC.
+//! - **Completion.** Every request is signaled; its `wr_id` keys what it
+//!   belongs to (rank, queue, what to keep alive or do at completion). A
+//!   request posted on a queue is counted in `queue::Outstanding` and
+//!   settled when its completion is polled, so `wait(queue)` waits for
+//!   exactly what was posted there. Completions are polled by a thread
+//!   woken through the completion channel (no core burnt while idle) and by
+//!   `wait` itself while it spins ([`VerbsTransport::progress`]). A
+//!   completion error marks the peer corrupt and fails the queue's next
+//!   `wait` with [`Error::RdmaFailed`] naming it.
+//! - **What stays on the control connection.** Segment registration,
+//!   passive messages, atomics (by default) and the failure detection of
+//!   decision 0018 use the TCP control connection every pair has; barriers
+//!   and allreduce use put + notify, so they run over RDMA.
+//! - **Not here yet.** GPU segments are not registered (GPUDirect RDMA):
+//!   their descriptors carry no keys, and [`VerbsTransport::attach`] hands
+//!   them to the TCP transport, so peers reach them through the owner's
+//!   engine. Writes from registered segments are staged rather than
+//!   zero-copy.
+
+mod device;
+
+use super::{GpuView, RemoteSegment, Transport, Via};
+use crate::bootstrap::VerbsEndpoint;
+use crate::context::Inner;
+use crate::error::{Error, Result};
+use crate::segment::{LocalSegment, RdmaKeys, SegmentDescriptor};
+use crate::types::{Rank, RankState};
+use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// Largest piece of one RDMA WRITE or READ (the verbs limit is 2 GiB).
+const PIECE: usize = 1 << 30;
+
+/// A host segment's registration: its data and its notification words.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    data: MemoryRegion,
+    words: MemoryRegion,
+}
+
+impl Registration {
+    fn keys(&self) -> RdmaKeys {
+        RdmaKeys {
+            data_addr: self.data.addr(),
+            data_rkey: self.data.rkey(),
+            words_addr: self.words.addr(),
+            words_rkey: self.words.rkey(),
+        }
+    }
+}
+
+/// What to do when a request completes.
+#[derive(Debug)]
+enum Then {
+    Nothing,
+    /// Keep a staging copy registered until the NIC is done with it.
+    Keep(
+        #[allow(dead_code)] MemoryRegion,
+        #[allow(dead_code)] Box<[u8]>,
+    ),
+    /// Keep a local segment (the READ's destination) alive until then.
+    Hold(#[allow(dead_code)] Arc<LocalSegment>),
+    /// Wake a caller that waits for it.
+    Wake(Arc<Slot>),
+    /// Set a local notification (read_notify with a value other than 1).
+    SetNotify {
+        seg: Arc<LocalSegment>,
+        id: u32,
+        value: u32,
+        _staging: (MemoryRegion, Box<[u8]>),
+    },
+}
+
+#[derive(Debug)]
+struct Pending {
+    rank: Rank,
+    queue: Option<u32>,
+    then: Then,
+}
+
+/// The outcome of one request a caller waits for.
+#[derive(Debug, Default)]
+struct Slot {
+    done: Mutex<Option<std::result::Result<(), String>>>,
+    cv: Condvar,
+}
+
+impl Slot {
+    fn fill(&self, r: std::result::Result<(), String>) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.cv.notify_all();
+    }
+}
+
+/// The verbs transport of this rank.
+#[derive(Debug)]
+pub(crate) struct VerbsTransport {
+    shared: Arc<Shared>,
+    /// The TCP transport, for peers' segments not registered for RDMA.
+    fallback: OnceLock<Arc<dyn Transport>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    device: Arc<Device>,
+    /// Queue pair to each rank (this rank's own entry included, unused).
+    qps: Vec<QueuePair>,
+    /// Requests in flight per QP (at most its depth).
+    inflight: Vec<AtomicU32>,
+    /// Bytes a WRITE may carry inline.
+    inline_max: usize,
+    pending: Mutex<HashMap<u64, Pending>>,
+    next_id: AtomicU64,
+    /// A registered 4-byte constant 1: the source of peers' read_notify.
+    one: (MemoryRegion, Box<[u32]>),
+    /// Each peer's constant 1 (address, rkey), from its endpoint.
+    peer_one: Mutex<Vec<(u64, u32)>>,
+    nic_atomics: bool,
+    inner: OnceLock<Weak<Inner>>,
+}
+
+/// Which device a rank opens, from `GASPI_NET_DEVICE`.
+fn device_choice(spec: Option<&str>, rank: u32) -> Result<(Option<String>, u8)> {
+    let Some(spec) = spec.map(str::trim).filter(|s| !s.is_empty()) else {
+        return Ok((None, 1));
+    };
+    let entries: Vec<&str> = spec.split(',').map(str::trim).collect();
+    let entry = entries[rank as usize % entries.len()];
+    match entry.split_once(':') {
+        Some((name, port)) => {
+            let port = port.parse::<u8>().map_err(|_| {
+                Error::Config(format!("GASPI_NET_DEVICE={spec:?}: bad port {port:?}"))
+            })?;
+            Ok((Some(name.to_string()), port))
+        }
+        None => Ok((Some(entry.to_string()), 1)),
+    }
+}
+
+impl VerbsTransport {
+    /// Opens the device for this rank and makes a QP for each of `size`
+    /// ranks. Fails (the caller falls back to TCP or refuses, per
+    /// `GASPI_TRANSPORT`) when there is no usable device.
+    pub fn open(config: &crate::Config, rank: Rank, size: u32) -> Result<VerbsTransport> {
+        let (name, port) = device_choice(config.net_device.as_deref(), rank.0)?;
+        if name.is_none() && device::device_names().is_empty() {
+            return Err(Error::Verbs("no RDMA device on this host".into()));
+        }
+        let device = Arc::new(Device::open(name.as_deref(), port, config.net_gid_index)?);
+        let p = &device.port;
+        tracing::info!(
+            "RDMA device {} port {} ({}, {}), MTU enum {}, up to {} RDMA reads in flight",
+            p.device,
+            p.port,
+            if p.ethernet { "RoCE" } else { "InfiniBand" },
+            if p.ethernet {
+                format!(
+                    "GID index {} {}",
+                    p.gid_index,
+                    std::net::Ipv6Addr::from(p.gid)
+                )
+            } else {
+                format!("LID {}", p.lid)
+            },
+            p.mtu,
+            p.max_rd_atomic,
+        );
+        let depth = config.queue_size_max.saturating_mul(2).clamp(64, 4096);
+        let seed = rand::random::<u32>();
+        let qps = (0..size)
+            .map(|r| QueuePair::new(&device, depth, seed.wrapping_add(r * 7919)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut one = vec![1u32].into_boxed_slice();
+        // SAFETY: the box is kept with the region in `Shared` and dropped
+        // after it (tuple fields drop in order: region first).
+        let one_mr = unsafe { MemoryRegion::register(&device, one.as_mut_ptr().cast(), 4)? };
+        Ok(VerbsTransport {
+            fallback: OnceLock::new(),
+            shared: Arc::new(Shared {
+                inflight: (0..size).map(|_| AtomicU32::new(0)).collect(),
+                inline_max: qps.iter().map(|q| q.inline).min().unwrap_or(0) as usize,
+                pending: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                one: (one_mr, one),
+                peer_one: Mutex::new(vec![(0, 0); size as usize]),
+                nic_atomics: config.net_atomics_nic,
+                inner: OnceLock::new(),
+                qps,
+                device,
+            }),
+        })
+    }
+
+    /// What peers need to connect to this rank, for the bootstrap.
+    pub fn endpoint(&self) -> VerbsEndpoint {
+        let s = &self.shared;
+        VerbsEndpoint {
+            device: s.device.port.device.clone(),
+            lid: s.device.port.lid,
+            gid: s.device.port.gid,
+            qpns: s.qps.iter().map(|q| q.qpn()).collect(),
+            psns: s.qps.iter().map(|q| q.psn).collect(),
+            one_addr: s.one.0.addr(),
+            one_rkey: s.one.0.rkey(),
+        }
+    }
+
+    /// Connects this rank's QP for `peer` to the peer's QP for this rank.
+    pub fn connect(&self, me: Rank, peer: Rank, ep: &VerbsEndpoint) -> Result<()> {
+        let s = &self.shared;
+        let (Some(&qpn), Some(&psn)) = (ep.qpns.get(me.0 as usize), ep.psns.get(me.0 as usize))
+        else {
+            return Err(Error::Protocol(format!(
+                "{peer}'s verbs endpoint has no queue pair for {me}"
+            )));
+        };
+        s.qps[peer.0 as usize].connect(&Remote {
+            qpn,
+            psn,
+            lid: ep.lid,
+            gid: ep.gid,
+        })?;
+        s.peer_one.lock().unwrap_or_else(|e| e.into_inner())[peer.0 as usize] =
+            (ep.one_addr, ep.one_rkey);
+        Ok(())
+    }
+
+    /// Gives the transport the rank's state and the TCP transport (for
+    /// segments not registered for RDMA), and starts the completion thread.
+    pub fn bind(&self, inner: Weak<Inner>, tcp: Arc<dyn Transport>) -> Result<()> {
+        let _ = self.fallback.set(tcp);
+        let _ = self.shared.inner.set(inner.clone());
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name("gaspi-verbs-cq".into())
+            .spawn(move || completion_thread(shared, inner))
+            .map_err(|e| Error::io("starting the verbs completion thread", e))?;
+        Ok(())
+    }
+
+    /// Polls every completion queue once and settles what completed.
+    pub fn progress(&self) {
+        self.shared.progress();
+    }
+
+    /// Registers a host segment's data and notification words and puts
+    /// their keys in its descriptor. GPU segments are left unregistered.
+    pub fn register(&self, seg: &mut LocalSegment) -> Result<()> {
+        if seg.is_gpu() {
+            return Ok(());
+        }
+        let dev = &self.shared.device;
+        let words_len = 128 + seg.notifications.count() as usize * 4;
+        // SAFETY: the registration is stored in the segment, whose fields
+        // drop it before the storage that maps this memory (field order in
+        // LocalSegment); a bound segment's memory is kept by the user for
+        // as long as the segment exists (segment_bind's contract).
+        let data = unsafe { MemoryRegion::register(dev, seg.data(), seg.size)? };
+        // SAFETY: as above; the area's region (header and words) is mapped
+        // for the segment's life.
+        let words = unsafe { MemoryRegion::register(dev, seg.notifications.base(), words_len)? };
+        let reg = Registration { data, words };
+        seg.descriptor.rdma = Some(reg.keys());
+        seg.rdma = Some(reg);
+        seg.notifications.mark_silent_writer();
+        Ok(())
+    }
+}
+
+fn completion_thread(shared: Arc<Shared>, inner: Weak<Inner>) {
+    let fd = shared.device.channel_fd();
+    loop {
+        if inner.strong_count() == 0 {
+            return;
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; a timeout, so the end of the rank is seen.
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+        while shared.device.take_event() {}
+        // Events are re-armed before polling: a completion that arrives
+        // after this poll raises a new event.
+        shared.progress();
+    }
+}
+
+impl Shared {
+    fn inner(&self) -> Result<Arc<Inner>> {
+        self.inner
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or(Error::NotInitialized)
+    }
+
+    fn progress(&self) {
+        let mut wcs = [Completion::default(); 16];
+        for (r, qp) in self.qps.iter().enumerate() {
+            if self.inflight[r].load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            loop {
+                let n = qp.poll(&mut wcs);
+                for wc in &wcs[..n] {
+                    self.complete(wc);
+                }
+                if n < wcs.len() {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn complete(&self, wc: &Completion) {
+        let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&wc.wr_id)
+        else {
+            return;
+        };
+        self.inflight[p.rank.0 as usize].fetch_sub(1, Ordering::AcqRel);
+        let inner = self.inner().ok();
+        let failure = (!wc.ok).then(|| {
+            let reason = device::status_str(wc.status);
+            if let Some(inner) = &inner {
+                if inner.peer_ok(p.rank).is_ok() {
+                    tracing::warn!(
+                        rank = p.rank.0,
+                        "a request to {} completed with {reason}; marking it corrupt",
+                        p.rank
+                    );
+                }
+                inner.mark(p.rank, RankState::Corrupt);
+            }
+            Error::RdmaFailed {
+                rank: p.rank,
+                reason,
+            }
+        });
+        match p.then {
+            Then::Wake(slot) => slot.fill(match &failure {
+                None => Ok(()),
+                Some(e) => Err(e.to_string()),
+            }),
+            Then::SetNotify { seg, id, value, .. } if failure.is_none() => {
+                let _ = seg.notifications.set(id, value);
+            }
+            _ => {}
+        }
+        if let (Some(q), Some(inner)) = (p.queue, &inner) {
+            inner.queues[q as usize]
+                .outstanding
+                .settle(p.rank, 1, failure);
+        }
+    }
+
+    /// Posts `work` to `rank`, counted on `via`'s queue, doing `then` at
+    /// its completion.
+    fn post(&self, rank: Rank, work: Work, via: Via<'_>, then: Then) -> Result<()> {
+        let inner = self.inner()?;
+        inner.peer_ok(rank)?;
+        let r = rank.0 as usize;
+        let qp = &self.qps[r];
+        // Room on the QP: completions free it.
+        let mut spins = 0u32;
+        while self.inflight[r].load(Ordering::Acquire) >= qp.depth {
+            self.progress();
+            inner.peer_ok(rank)?;
+            spins += 1;
+            if spins > 64 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Pending {
+                    rank,
+                    queue: via.queue.map(|q| q.index),
+                    then,
+                },
+            );
+        if let Some(q) = via.queue {
+            q.outstanding.add(rank, 1);
+        }
+        self.inflight[r].fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = qp.post(id, work) {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            self.inflight[r].fetch_sub(1, Ordering::AcqRel);
+            if let Some(q) = via.queue {
+                q.outstanding.settle(rank, 1, None);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A registered copy of `bytes`.
+    fn stage(&self, bytes: &[u8]) -> Result<(MemoryRegion, Box<[u8]>)> {
+        let mut buf: Box<[u8]> = bytes.into();
+        // SAFETY: the box moves with the region into `Then::Keep` (its heap
+        // memory does not move) and is dropped after it.
+        let mr = unsafe { MemoryRegion::register(&self.device, buf.as_mut_ptr(), buf.len())? };
+        Ok((mr, buf))
+    }
+
+    /// Posts `work` (built from the address of a staging buffer of `len`
+    /// bytes) and waits for it; returns the buffer's bytes.
+    fn blocking(
+        &self,
+        rank: Rank,
+        len: usize,
+        work: impl FnOnce(u64, u32) -> Work,
+    ) -> Result<Box<[u8]>> {
+        let (mr, buf) = self.stage(&vec![0u8; len])?;
+        let slot = Arc::new(Slot::default());
+        self.post(
+            rank,
+            work(buf.as_ptr() as u64, mr.lkey()),
+            Via::INTERNAL,
+            Then::Wake(slot.clone()),
+        )?;
+        let inner = self.inner()?;
+        let mut done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match done.take() {
+                Some(Ok(())) => break,
+                Some(Err(reason)) => return Err(Error::RdmaFailed { rank, reason }),
+                None => {}
+            }
+            inner.peer_ok(rank)?;
+            drop(done);
+            self.progress();
+            done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
+            if done.is_none() {
+                done = slot
+                    .cv
+                    .wait_timeout(done, Duration::from_millis(5))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        drop(done);
+        drop(mr);
+        Ok(buf)
+    }
+}
+
+impl Transport for VerbsTransport {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+
+    fn attach(
+        &self,
+        owner: Rank,
+        seg: u8,
+        desc: &SegmentDescriptor,
+        home: &Arc<OnceLock<u32>>,
+    ) -> Result<Box<dyn RemoteSegment>> {
+        let Some(keys) = desc.rdma else {
+            // Not registered for RDMA (a GPU segment): its owner's engine
+            // serves it over the control connection, as TCP does.
+            let tcp = self.fallback.get().ok_or_else(|| Error::NoTransport {
+                rank: owner,
+                reason: format!("its segment {seg} is not registered for RDMA (a GPU segment)"),
+            })?;
+            return tcp.attach(owner, seg, desc, home);
+        };
+        Ok(Box::new(VerbsSegment {
+            owner,
+            size: desc.size,
+            count: desc.notification_count,
+            instance: desc.instance,
+            keys,
+            shared: self.shared.clone(),
+        }))
+    }
+}
+
+/// A peer's segment reached over RDMA: its addresses and keys.
+#[derive(Debug)]
+struct VerbsSegment {
+    owner: Rank,
+    size: u64,
+    count: u32,
+    instance: u64,
+    keys: RdmaKeys,
+    shared: Arc<Shared>,
+}
+
+impl VerbsSegment {
+    fn word_addr(&self, id: u32) -> u64 {
+        self.keys.words_addr + 128 + 4 * id as u64
+    }
+}
+
+impl RemoteSegment for VerbsSegment {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn notification_count(&self) -> u32 {
+        self.count
+    }
+
+    fn instance(&self) -> u64 {
+        self.instance
+    }
+
+    fn completes_later(&self) -> bool {
+        true
+    }
+
+    fn put(&self, offset: u64, src: *const u8, len: usize, via: Via<'_>) -> Result<()> {
+        let s = &self.shared;
+        if len <= s.inline_max {
+            return s.post(
+                self.owner,
+                Work::Write {
+                    addr: src as u64,
+                    len: len as u32,
+                    lkey: None,
+                    remote: self.keys.data_addr + offset,
+                    rkey: self.keys.data_rkey,
+                },
+                via,
+                Then::Nothing,
+            );
+        }
+        // SAFETY: the caller guarantees `src` is valid for `len` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(src, len) };
+        let mut at = 0usize;
+        for piece in bytes.chunks(PIECE) {
+            let (mr, buf) = s.stage(piece)?;
+            let work = Work::Write {
+                addr: buf.as_ptr() as u64,
+                len: buf.len() as u32,
+                lkey: Some(mr.lkey()),
+                remote: self.keys.data_addr + offset + at as u64,
+                rkey: self.keys.data_rkey,
+            };
+            s.post(self.owner, work, via, Then::Keep(mr, buf))?;
+            at += piece.len();
+        }
+        Ok(())
+    }
+
+    fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()> {
+        let s = &self.shared;
+        let word = value.to_ne_bytes();
+        let remote = self.word_addr(id);
+        let rkey = self.keys.words_rkey;
+        if s.inline_max >= 4 {
+            // Inline: the 4 bytes are copied into the request at post.
+            return s.post(
+                self.owner,
+                Work::Write {
+                    addr: word.as_ptr() as u64,
+                    len: 4,
+                    lkey: None,
+                    remote,
+                    rkey,
+                },
+                via,
+                Then::Nothing,
+            );
+        }
+        let (mr, buf) = s.stage(&word)?;
+        let work = Work::Write {
+            addr: buf.as_ptr() as u64,
+            len: 4,
+            lkey: Some(mr.lkey()),
+            remote,
+            rkey,
+        };
+        s.post(self.owner, work, via, Then::Keep(mr, buf))
+    }
+
+    fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
+        let mut at = 0usize;
+        while at < len {
+            let n = (len - at).min(PIECE);
+            let remote = self.keys.data_addr + offset + at as u64;
+            let rkey = self.keys.data_rkey;
+            let buf = self
+                .shared
+                .blocking(self.owner, n, |addr, lkey| Work::Read {
+                    addr,
+                    len: n as u32,
+                    lkey,
+                    remote,
+                    rkey,
+                })?;
+            // SAFETY: the caller guarantees `dst` is valid for `len` bytes;
+            // at + n <= len and buf holds n bytes.
+            unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), dst.add(at), n) };
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn post_get(
+        &self,
+        offset: u64,
+        into: &Arc<LocalSegment>,
+        into_offset: u64,
+        len: usize,
+        via: Via<'_>,
+    ) -> Result<()> {
+        let Some(reg) = &into.rdma else {
+            // Not registered (GPU memory): read through a staging copy now.
+            // SAFETY: the caller checked the range against `into`.
+            let dst = unsafe { into.data().add(into_offset as usize) };
+            return self.get(offset, dst, len);
+        };
+        let mut at = 0usize;
+        while at < len {
+            let n = (len - at).min(PIECE);
+            let work = Work::Read {
+                addr: reg.data.addr() + into_offset + at as u64,
+                len: n as u32,
+                lkey: reg.data.lkey(),
+                remote: self.keys.data_addr + offset + at as u64,
+                rkey: self.keys.data_rkey,
+            };
+            self.shared
+                .post(self.owner, work, via, Then::Hold(into.clone()))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn post_read_notify(
+        &self,
+        seg: &Arc<LocalSegment>,
+        id: u32,
+        value: u32,
+        via: Via<'_>,
+    ) -> Result<()> {
+        let s = &self.shared;
+        let (one_addr, one_rkey) =
+            s.peer_one.lock().unwrap_or_else(|e| e.into_inner())[self.owner.0 as usize];
+        match &seg.rdma {
+            // GPI-2's way: the NIC reads the owner's constant 1 into the
+            // local word, after the data READs before it on this QP.
+            Some(reg) if value == 1 => {
+                let work = Work::Read {
+                    addr: reg.words.addr() + 128 + 4 * id as u64,
+                    len: 4,
+                    lkey: reg.words.lkey(),
+                    remote: one_addr,
+                    rkey: one_rkey,
+                };
+                s.post(self.owner, work, via, Then::Hold(seg.clone()))
+            }
+            // Any other value: the same READ into a staging word, and the
+            // CPU sets the notification when it completes.
+            _ => {
+                let (mr, buf) = s.stage(&[0u8; 4])?;
+                let work = Work::Read {
+                    addr: buf.as_ptr() as u64,
+                    len: 4,
+                    lkey: mr.lkey(),
+                    remote: one_addr,
+                    rkey: one_rkey,
+                };
+                s.post(
+                    self.owner,
+                    work,
+                    via,
+                    Then::SetNotify {
+                        seg: seg.clone(),
+                        id,
+                        value,
+                        _staging: (mr, buf),
+                    },
+                )
+            }
+        }
+    }
+
+    fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+        if !self.shared.nic_atomics {
+            // The owner applies it (`Message::Atomic`, see `atomics.rs`).
+            return Ok(None);
+        }
+        let remote = self.keys.data_addr + offset;
+        let rkey = self.keys.data_rkey;
+        let (compare_add, swap) = match op {
+            crate::wire::AtomicOp::FetchAdd(v) => (v, None),
+            crate::wire::AtomicOp::CompareSwap { comparator, new } => (comparator, Some(new)),
+        };
+        let buf = self
+            .shared
+            .blocking(self.owner, 8, |addr, lkey| Work::Atomic {
+                addr,
+                lkey,
+                remote,
+                rkey,
+                compare_add,
+                swap,
+            })?;
+        let mut old = [0u8; 8];
+        old.copy_from_slice(&buf);
+        Ok(Some(u64::from_ne_bytes(old)))
+    }
+
+    fn is_gpu(&self) -> bool {
+        false
+    }
+
+    fn gpu_view(&self, _home: u32) -> Result<GpuView> {
+        Err(Error::NoTransport {
+            rank: self.owner,
+            reason: "a GPU kernel cannot reach a segment on another host directly; \
+                     its requests go through the CPU"
+                .into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_device_names_a_device_and_port_per_rank() {
+        assert_eq!(device_choice(None, 3).unwrap(), (None, 1));
+        assert_eq!(
+            device_choice(Some("mlx5_0:2"), 0).unwrap(),
+            (Some("mlx5_0".into()), 2)
+        );
+        assert_eq!(
+            device_choice(Some("rxe0,rxe1"), 3).unwrap(),
+            (Some("rxe1".into()), 1)
+        );
+        assert!(device_choice(Some("mlx5_0:x"), 0).is_err());
+    }
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Real RDMA verbs on Soft-RoCE: boots Debian's kernel (which ships rdma_rxe)
+# in QEMU, makes two rxe devices on the two ends of a veth pair, and runs the
+# project's multi-rank scenarios inside with GASPI_TRANSPORT=verbs, ranks
+# alternating between the two devices so every pair's traffic crosses the
+# link. The VM sees the host's / read-only over 9p and chroots into it: the
+# binaries under test are this tree's target/release ones, unchanged.
+#
+# usage: tests/rdma-vm/run.sh   (after cargo build --release --workspace --features gaspi/verbs)
+# env:   RDMA_VM_WORK  scratch folder (default target/rdma-vm)
+#        RDMA_VM_ONLY  space-separated subset of scenario names to run
+#
+# Last line: VERBS_TESTS passed=N failed=M. Exit 0 only when every scenario
+# passed; 1 when one failed; 2 when the VM could not be prepared or booted
+# (that is a failure, never a pass).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${RDMA_VM_WORK:-$ROOT/target/rdma-vm}
+say() { echo "rdma-vm: $*"; }
+broken() { say "FAILED: $*"; echo "VERBS_TESTS passed=0 failed=1"; exit 2; }
+
+for b in gaspi-run gaspi-test-rank gaspi-model-rank; do
+    [ -x "$ROOT/target/release/$b" ] || broken "$ROOT/target/release/$b is not built"
+done
+# (grep on a captured string: `ldd | grep -q` fails under pipefail when
+# grep stops reading early.)
+libs=$(ldd "$ROOT/target/release/gaspi-model-rank")
+[[ $libs == *libibverbs* ]] ||
+    broken "target/release is not built with --features gaspi/verbs"
+
+# What the harness needs on the host (Debian 12 names).
+need=""
+command -v qemu-system-x86_64 >/dev/null || need="$need qemu-system-x86"
+[ -x /bin/busybox ] || need="$need busybox-static"
+command -v cpio >/dev/null || need="$need cpio"
+command -v rdma >/dev/null || need="$need iproute2"
+command -v ibv_devices >/dev/null || need="$need ibverbs-utils"
+ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 || need="$need ibverbs-providers"
+command -v depmod >/dev/null || need="$need kmod"
+if [ -n "$need" ]; then
+    [ "$(id -u)" = 0 ] || broken "missing packages:$need (and not root to install them)"
+    say "installing$need"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null || broken "apt-get install$need"
+fi
+
+mkdir -p "$WORK" && cd "$WORK" || broken "cannot make $WORK"
+# Debian's current kernel, fetched and unpacked here, never installed.
+KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+[ -n "$KPKG" ] || broken "apt-cache does not name the kernel package of linux-image-amd64"
+KVER=${KPKG#linux-image-}
+KROOT=$WORK/kroot-$KVER
+if [ ! -f "$KROOT/boot/vmlinuz-$KVER" ]; then
+    say "fetching $KPKG"
+    rm -f linux-image-*.deb
+    apt-get download "$KPKG" >/dev/null 2>&1 || broken "apt-get download $KPKG"
+    rm -rf "$KROOT" && dpkg -x linux-image-*.deb "$KROOT" || broken "unpacking $KPKG"
+    depmod -b "$KROOT" "$KVER" || broken "depmod of $KVER"
+fi
+
+# The initramfs: busybox and the modules; everything else comes from the host.
+R=$WORK/rootfs
+rm -rf "$R" && mkdir -p "$R"/{bin,sbin,proc,sys,dev,tmp,mnt/host,lib/modules/$KVER}
+cp /bin/busybox "$R/bin/busybox"
+for a in $("$R/bin/busybox" --list); do [ "$a" = busybox ] || ln -sf busybox "$R/bin/$a"; done
+ln -sf ../bin/busybox "$R/sbin/modprobe"
+mods=$(for m in crc32_generic rdma_rxe ib_uverbs veth 9p 9pnet_virtio virtio_pci; do
+    modprobe -d "$KROOT" -S "$KVER" --show-depends "$m"; done | awk '$1=="insmod"{print $2}' | sort -u)
+[ -n "$mods" ] || broken "no modules found in $KPKG"
+for f in $mods; do
+    rel=${f#$KROOT/lib/modules/$KVER/}
+    mkdir -p "$R/lib/modules/$KVER/$(dirname "$rel")" && cp "$f" "$R/lib/modules/$KVER/$rel"
+done
+cp "$KROOT/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$R/lib/modules/$KVER/"
+depmod -b "$R" "$KVER" || broken "depmod of the initramfs"
+cp "$ROOT/tests/rdma-vm/init" "$R/init" && chmod +x "$R/init"
+(cd "$R" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$WORK/initrd.gz" || broken "cpio"
+
+LOG=$WORK/console.log
+ONLY=${RDMA_VM_ONLY:-}
+say "booting $KVER (software emulation: minutes, not seconds); console in $LOG"
+t0=$(date +%s)
+timeout -s KILL "${RDMA_VM_TIMEOUT:-2400}" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
+    -machine q35 -nographic -m 2G -smp 2 -no-reboot -nic none \
+    -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initrd.gz" \
+    -fsdev local,id=hostroot,path=/,security_model=none,readonly=on \
+    -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+    -append "console=ttyS0 quiet panic=-1 gaspi_repo=$ROOT gaspi_only=${ONLY// /,}" \
+    > "$LOG" 2>&1
+rc=$?
+tr -d '\r' < "$LOG" | grep -E '^(vm:|VMTEST|---|  )' || true
+say "VM ran $(( $(date +%s) - t0 )) s (qemu rc $rc)"
+grep -q 'vm: ready' "$LOG" || { tail -30 "$LOG"; broken "the VM did not boot to the test script"; }
+grep -q 'vm: done' "$LOG" || { tail -30 "$LOG"; broken "the VM did not finish (timeout or crash)"; }
+passed=$(tr -d '\r' < "$LOG" | grep -c '^VMTEST PASS')
+failed=$(tr -d '\r' < "$LOG" | grep -c '^VMTEST FAIL')
+[ "$passed" -gt 0 ] || failed=$((failed + 1))
+echo "VERBS_TESTS passed=$passed failed=$failed"
+[ "$failed" = 0 ]
