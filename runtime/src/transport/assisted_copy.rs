@@ -331,6 +331,29 @@ pub(crate) fn help(board: &CopyBoard, open: &Open, mut copy: impl FnMut(u64, u64
     n
 }
 
+/// Test hook: `GASPI_TEST_HELPER_STALL` makes the first chunk this process
+/// helps with stall before its store, as a helper preempted or stopped at
+/// the worst moment would: `sigstop` stops the whole process (the test
+/// arranges its `SIGCONT`), a number sleeps that many microseconds. Read
+/// once; unset (always, outside tests) it costs one load per chunk.
+fn test_stall() {
+    static STALL: OnceLock<Option<String>> = OnceLock::new();
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(how) = STALL.get_or_init(|| std::env::var("GASPI_TEST_HELPER_STALL").ok()) else {
+        return;
+    };
+    if DONE.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!(how, "GASPI_TEST_HELPER_STALL: stalling a helped chunk");
+    if how == "sigstop" {
+        // SAFETY: raise(2) has no memory-safety requirements.
+        unsafe { libc::raise(libc::SIGSTOP) };
+    } else if let Ok(us) = how.parse::<u64>() {
+        std::thread::sleep(std::time::Duration::from_micros(us));
+    }
+}
+
 /// Offset of the copy board in the system segment's data: after the
 /// allreduce slots (a multiple of their 2 KiB, so 64-byte aligned).
 pub(crate) fn board_offset(group_max: u32, size: u32) -> usize {
@@ -420,6 +443,7 @@ impl Inner {
         };
         let mut bytes = 0;
         let chunks = help(board, &open, |at, len| {
+            test_stall();
             // SAFETY: at + len <= job.len (chunk_range), within both ranges.
             unsafe { std::ptr::copy(from.add(at as usize), to.add(at as usize), len as usize) };
             bytes += len;
