@@ -23,12 +23,19 @@
 //!   next chunk to take, or [`CLOSED`]. Writer and helpers take a chunk with
 //!   a compare-exchange that requires the ticket they saw, so a helper that
 //!   read an old job never takes a chunk of a newer one.
-//! - `done`: chunks copied of the current job; the writer waits until every
-//!   chunk is counted, then closes the cursor, frees the board and only
-//!   then stores the notification. Every helper's copy happens before its
-//!   count (release), the count before the writer's load (acquire), that
-//!   before the notification's release store: a target that sees the
-//!   notification sees all the data, as for a plain write.
+//! - `done`: chunks of the current job *released*: copied, or given up
+//!   because the job was taken back; the releaser stores nothing into the
+//!   chunk afterwards. The writer waits until every chunk is counted (at
+//!   most [`TAKEBACK`], see below), then closes the cursor, frees the board
+//!   and only then stores the notification. Every helper's copy happens
+//!   before its count (release), the count before the writer's load
+//!   (acquire), that before the notification's release store: a target
+//!   that sees the notification sees all the data, as for a plain write.
+//! - `live`: the ticket of the job helpers may still store for. A helper
+//!   copies a chunk in sub-blocks of [`SUB`] (4 KiB): it loads one into a
+//!   buffer of its own, fences (acquire), checks `live`, and only then
+//!   stores it. A helper that finds the job taken back releases its chunk
+//!   and stops.
 //! - the job itself (source rank, segment and offset, destination segment
 //!   and offset, length, chunk size) sits on the second cache line. A
 //!   writer closes the cursor, fences, writes the job, then opens the
@@ -42,14 +49,62 @@
 //!   destination are the very segments the writer names, not a segment
 //!   deleted and created again under the same id.
 //!
-//! Faults: a helper that took a chunk finishes it within microseconds
-//! (it waits for nothing), so the writer's wait for `done` is bounded by
-//! the helper's health: when the target dies, the writer's wait ends with
-//! an error naming it (the write was to a dead rank anyway). A writer that
-//! dies holding the board leaves it held: later large writes to that target
-//! are copied by their writers alone, as before this protocol existed;
-//! chunks it left open may still be copied by the target, into the range
-//! the dead writer was writing anyway, and no notification follows them.
+//! Takeback (decision 0015): writers never wait on their target's progress.
+//! A running helper finishes a chunk within microseconds, but a helper can
+//! lose its core while it holds one: preempted, stopped (`SIGSTOP`, a
+//! debugger), its memory swapped out. A writer that has nothing left to
+//! take waits for the helpers' chunks at most [`TAKEBACK`] (1 ms); then it
+//! takes the job back ([`Posted::finish`]):
+//! 1. it stores 0 to `live` and fences (full): every later check fails;
+//! 2. it copies every chunk it did not copy itself (helpers' chunks, done
+//!    or not): from here every byte is in place, stored by the writer;
+//! 3. it writes the notification it owes (if any) into the board and adds
+//!    `HANDOVER - chunks` to `done`. If every chunk was released by then,
+//!    nobody can store any more: it frees the board and notifies as usual.
+//!    Otherwise its call returns without notifying, and the helper whose
+//!    release brings `done` to exactly `HANDOVER` (the last late one) sets
+//!    the notification in its own area and frees the board.
+//!
+//! What a late helper can still do, and why it is harmless:
+//! - it stores only after a check of `live` that passed, i.e. that read
+//!   the ticket before the writer's store of 0 reached it; its next check
+//!   fails. So it stores at most one sub-block ([`SUB`] bytes) per helper
+//!   thread after the takeback, into its chunk of this write's range.
+//! - those bytes were loaded before that check (fence between). The
+//!   writer's store of 0 precedes, by its full fence, everything the
+//!   writer's program does after the call, such as changing the source;
+//!   a load that saw such a change would be followed by a check that sees
+//!   the 0. So the late bytes are this write's own bytes, the very values
+//!   the writer already stored there: a late store changes nothing.
+//! - the notification comes after it: the last release happens after every
+//!   releaser's last store (each release follows its stores in program
+//!   order; the releases form one read-modify-write chain, acquire and
+//!   release), and the notification is set after the last release. So a
+//!   target never sees the notification of a write before a late store
+//!   into it, and the data a notification announces is final.
+//! - the board stays held until that release: later large writes to that
+//!   target copy alone meanwhile, as when another writer holds the board.
+//!
+//! Not fenced (no thread can be stopped from storing by another process
+//! without waiting for it; see decision 0015): a late sub-block store can
+//! overwrite *newer* bytes if the same bytes of the target are written again
+//! after this write returned and before its notification is set, i.e. by a
+//! write that the target cannot have licensed through this write's
+//! notification. GASPI orders two writes to the same remote bytes only
+//! through notifications seen at the target (`wait` is local completion),
+//! so such a pair is unordered for the API anyway; the usual reuse (the
+//! target sees the notification, then tells the writer the buffer is free)
+//! is safe, because that notification follows the late store.
+//!
+//! Faults: when the target dies, the writer's wait ends with an error
+//! naming it (the write was to a dead rank anyway; checked before the
+//! takeback). A target that is only stopped costs its writer about
+//! [`TAKEBACK`] plus a copy of the helpers' chunks; it gets the
+//! notification when it runs again. A writer that dies holding the board
+//! leaves it held: later large writes to that target are copied by their
+//! writers alone, as before this protocol existed; chunks it left open may
+//! still be copied by the target, into the range the dead writer was
+//! writing anyway, and no notification follows them.
 //!
 //! When: only where the host's ranks fit its cores (a spinning waiter then
 //! has a core to itself; see `Config::effective_copy_assist_min`), for
