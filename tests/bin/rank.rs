@@ -239,6 +239,24 @@ enum Cmd {
         #[arg(long)]
         others_code: i32,
     },
+    /// Rank 0 streams `blocks` 4 MiB write_notify into rank 1 (4 slots,
+    /// each acknowledged after rank 1 checked it), and overwrites its
+    /// source right after each write's `wait` (as a program reusing its
+    /// buffer does). Rank 1 waits for them, so it helps copy. Run with
+    /// `GASPI_COPY_ASSIST_MIN` and `GASPI_TEST_HELPER_STALL` set: the first
+    /// chunk rank 1 helps with stalls (sleeps, or stops the process with
+    /// SIGSTOP: rank 1 then starts a `kill -CONT` of itself `stall_s`
+    /// seconds later) between its check and its store. No write_notify +
+    /// wait of rank 0 may take `max_call_ms` or more, and every block must
+    /// arrive intact, announced only once its data is final.
+    AssistedCopyStalled {
+        #[arg(long, default_value_t = 24)]
+        blocks: u32,
+        #[arg(long, default_value_t = 3)]
+        stall_s: u64,
+        #[arg(long, default_value_t = 1500)]
+        max_call_ms: u64,
+    },
 }
 
 fn main() {
@@ -309,6 +327,11 @@ fn main() {
             code,
             others_code,
         } => barrier_fail(fail_rank, code, others_code),
+        Cmd::AssistedCopyStalled {
+            blocks,
+            stall_s,
+            max_call_ms,
+        } => assisted_copy_stalled(blocks, stall_s, max_call_ms),
     };
     if let Err(e) = result {
         let rank = RANK.load(Ordering::Relaxed);
@@ -1832,4 +1855,106 @@ fn barrier_fail(fail_rank: u32, code: i32, others_code: i32) -> Res {
         }
         Ok(()) => fail!("the barrier passed without rank {fail_rank}"),
     }
+}
+
+// ----- target-assisted copies with a stalled helper -----
+
+/// See `Cmd::AssistedCopyStalled`.
+fn assisted_copy_stalled(blocks: u32, stall_s: u64, max_call_ms: u64) -> Res {
+    const BLOCK: u64 = 4 << 20;
+    const SLOTS: u32 = 4;
+    let g = init(Config::from_env())?;
+    ensure!(g.size() == 2, "assisted-copy-stalled runs on 2 ranks");
+    let me = g.rank().0;
+    let peer = Rank(1 - me);
+    let seg = g.segment_create(SEG, SLOTS as u64 * BLOCK, Memory::Host, Group::ALL, LONG)?;
+    // Block `seq`'s words (both sides compute them).
+    let block_of = |seq: u32| -> Vec<u64> {
+        (0..BLOCK / 8)
+            .map(|i| mix(seq as u64, i) | 1)
+            .collect::<Vec<_>>()
+    };
+    let value_of = |seq: u32| (mix(seq as u64, u64::MAX) as u32) | 1;
+    let stop = std::env::var("GASPI_TEST_HELPER_STALL").is_ok_and(|v| v == "sigstop");
+    g.barrier(Group::ALL, LONG)?;
+    if me == 1 {
+        if stop {
+            // The helper stops this process; this wakes it.
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "sleep {stall_s}; kill -CONT {}",
+                    std::process::id()
+                ))
+                .spawn()?;
+        }
+        let mut got = vec![0u64; (BLOCK / 8) as usize];
+        for seq in 0..blocks {
+            let slot = seq % SLOTS;
+            let id = g.notify_waitsome(SEG, NotifyId(slot), 1, LONG)?;
+            let v = g.notify_reset(SEG, id)?;
+            ensure!(
+                v == value_of(seq),
+                "block {seq}: notification value {v}, expected {}",
+                value_of(seq)
+            );
+            seg.read((slot as u64 * BLOCK) as usize, &mut got)?;
+            if let Some(i) = got.iter().zip(block_of(seq)).position(|(a, b)| *a != b) {
+                fail!(
+                    "block {seq} (slot {slot}) is wrong at byte {} when its notification is seen: {:#x}",
+                    i * 8,
+                    got[i]
+                );
+            }
+            g.notify(peer, SEG, NotifyId(slot), 1, Queue(0))?;
+        }
+        g.wait(Queue(0), LONG)?;
+        say(
+            &g,
+            format!(
+                "ok stalled target: {blocks} blocks intact, {} bytes copied for the peer",
+                g.statistics().bytes_copied_for_peers
+            ),
+        );
+        return finish(g);
+    }
+    let garbage = vec![0xdead_beef_dead_beefu64; (BLOCK / 8) as usize];
+    let mut worst = Duration::ZERO;
+    for seq in 0..blocks {
+        let slot = seq % SLOTS;
+        if seq >= SLOTS {
+            // Rank 1 checked the slot's previous block.
+            let id = g.notify_waitsome(SEG, NotifyId(slot), 1, LONG)?;
+            g.notify_reset(SEG, id)?;
+        }
+        let at = slot as u64 * BLOCK;
+        seg.write(at as usize, &block_of(seq))?;
+        let start = Instant::now();
+        g.write_notify(
+            SEG,
+            at,
+            peer,
+            SEG,
+            at,
+            BLOCK,
+            NotifyId(slot),
+            value_of(seq),
+            Queue(0),
+        )?;
+        g.wait(Queue(0), LONG)?;
+        let took = start.elapsed();
+        worst = worst.max(took);
+        // The source is this program's again: a late copy of it must not
+        // reach rank 1.
+        seg.write(at as usize, &garbage)?;
+        ensure!(
+            took < Duration::from_millis(max_call_ms),
+            "block {seq}: write_notify + wait took {took:?} (target stalled for {stall_s} s)"
+        );
+    }
+    say(
+        &g,
+        format!("ok stalled target: {blocks} blocks written, worst write_notify + wait {worst:?}"),
+    );
+    finish(g)
 }

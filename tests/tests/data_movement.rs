@@ -131,3 +131,38 @@ fn with_assisted_copies_off_nobody_helps_and_large_writes_arrive_intact() {
         &[],
     );
 }
+
+/// Runs the assisted-copy-stalled scenario with the helper's stall `how`.
+fn assisted_copy_stalled(how: &str) {
+    let before = shm_files();
+    let out = Job::new(&rank_bin!(), 2)
+        .args(&[
+            "assisted-copy-stalled",
+            "--stall-s",
+            "3",
+            "--max-call-ms",
+            "1500",
+        ])
+        .env("GASPI_COPY_ASSIST_MIN", "65536")
+        .env("GASPI_SPIN_US", "20000")
+        .env("GASPI_TEST_HELPER_STALL", how)
+        .run();
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("ok stalled target:"),
+        2,
+        "not every rank reported ok:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
+
+#[test]
+fn a_writer_whose_helper_stalls_3_s_mid_chunk_copies_the_chunk_itself_within_1_5_s() {
+    assisted_copy_stalled("3000000");
+}
+
+#[test]
+fn a_writer_whose_target_is_stopped_by_sigstop_mid_chunk_does_not_wait_for_it() {
+    assisted_copy_stalled("sigstop");
+}
