@@ -497,29 +497,25 @@ fn init(ranks: u32) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
     let t = Instant::now();
     let g = start(ranks)?;
     let init_us = t.elapsed().as_secs_f64() * 1e6;
-    // Every rank's figures into rank 0's segment: [init_us, fds, KiB].
+    let (fds_up, rss_up) = (open_fds(), rss_kib());
+    // Every rank's figures into rank 0's segment: init time, then fds and
+    // KiB held once up, then once every pair has met (`segment_create` on
+    // all ranks connects every pair: each member registers with each).
     let n = g.size();
     let seg = g.segment_create(SEG, 64 * n as u64, Memory::Host, Group::ALL, Timeout::Block)?;
     g.barrier(Group::ALL, Timeout::Block)?;
     let held = [
         init_us,
-        (open_fds() - fds) as f64,
+        fds_up.saturating_sub(fds) as f64,
+        rss_up.saturating_sub(rss) as f64,
+        open_fds().saturating_sub(fds) as f64,
         rss_kib().saturating_sub(rss) as f64,
     ];
     let me = g.rank().0;
     seg.write(64 * me as usize, &held)?;
     if me != 0 {
-        g.write_notify(
-            SEG,
-            64 * me as u64,
-            Rank(0),
-            SEG,
-            64 * me as u64,
-            24,
-            NotifyId(me),
-            1,
-            Queue(0),
-        )?;
+        let at = 64 * me as u64;
+        g.write_notify(SEG, at, Rank(0), SEG, at, 40, NotifyId(me), 1, Queue(0))?;
         g.wait(Queue(0), Timeout::Block)?;
         g.barrier(Group::ALL, Timeout::Block)?;
         return Ok(Vec::new());
@@ -529,20 +525,21 @@ fn init(ranks: u32) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
         g.notify_reset(SEG, id)?;
     }
     let mut times = report::Samples::with_capacity(n as usize);
-    let (mut fds_sum, mut kib_sum) = (0.0, 0.0);
+    let mut sums = [0.0f64; 4];
     for r in 0..n {
-        let v: Vec<f64> = seg.read_vec(64 * r as usize, 3)?;
+        let v: Vec<f64> = seg.read_vec(64 * r as usize, 5)?;
         times.push(v[0]);
-        fds_sum += v[1];
-        kib_sum += v[2];
+        for (s, x) in sums.iter_mut().zip(&v[1..]) {
+            *s += x;
+        }
     }
-    let peers = (n.max(2) - 1) as f64;
+    let per_peer = sums.map(|s| s / n as f64 / (n.max(2) - 1) as f64);
     let mut rec = Record::new("init", n).with_samples(&times);
     rec.transport = Some(g.transport(Rank(n - 1))?.into());
     rec.note = Some(format!(
-        "per rank once up: {:.1} fds and {:.0} KiB per peer (mean over ranks)",
-        fds_sum / n as f64 / peers,
-        kib_sum / n as f64 / peers
+        "per rank and peer (mean over ranks): once up {:.2} fds, {:.0} KiB; \
+         once every pair met {:.2} fds, {:.0} KiB",
+        per_peer[0], per_peer[1], per_peer[2], per_peer[3]
     ));
     g.barrier(Group::ALL, Timeout::Block)?;
     Ok(vec![rec])
