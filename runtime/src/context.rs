@@ -264,15 +264,26 @@ impl Inner {
         urgency: Urgency,
         op: &'static str,
     ) -> Result<()> {
+        let frame = crate::wire::encode(msg)?;
+        self.send_frame_by(rank, &frame, urgency, op)
+    }
+
+    /// [`Inner::send_by`] of a frame already encoded.
+    pub fn send_frame_by(
+        &self,
+        rank: Rank,
+        frame: &[u8],
+        urgency: Urgency,
+        op: &'static str,
+    ) -> Result<()> {
         self.peer_ok(rank)?;
         let deadline = match urgency {
             Urgency::Now => None,
             Urgency::Within(d) => d,
         };
         let control = self.control_to(rank, deadline)?;
-        let frame = crate::wire::encode(msg)?;
         loop {
-            match control.offer(&frame, urgency == Urgency::Now) {
+            match control.offer(frame, urgency == Urgency::Now) {
                 Ok(Offered::Sent | Offered::Queued) => return Ok(()),
                 Ok(Offered::Full) => {}
                 Err(e) => {

@@ -107,7 +107,10 @@ impl ControlOut {
         if !now && held > 0 && held + frame.len() > OUTBOX_MAX {
             return Ok(Offered::Full);
         }
-        out.pending.extend_from_slice(frame);
+        // Nothing queued: the socket takes what it can straight from the
+        // frame, and only the rest is copied into the outbox.
+        let sent = if held == 0 { out.write_some(frame)? } else { 0 };
+        out.pending.extend_from_slice(&frame[sent..]);
         out.flush()?;
         Ok(if out.pending.is_empty() {
             Offered::Sent
@@ -218,6 +221,24 @@ impl Outbox {
             self.taken = 0;
         }
         Ok(())
+    }
+
+    /// Writes what the socket takes of `bytes` now (nothing queued before).
+    fn write_some(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Some(kind) = self.broken {
+            return Err(kind.into());
+        }
+        let mut sent = 0;
+        while sent < bytes.len() {
+            match (&*self.stream).write(&bytes[sent..]) {
+                Ok(0) => return self.fail(std::io::ErrorKind::WriteZero).map(|()| sent),
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return self.fail(e.kind()).map(|()| sent),
+            }
+        }
+        Ok(sent)
     }
 
     fn fail(&mut self, kind: std::io::ErrorKind) -> std::io::Result<()> {

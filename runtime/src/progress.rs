@@ -24,7 +24,7 @@ use crate::control::ControlOut;
 use crate::error::{Error, Result};
 use crate::transport::tcp::serve as tcp;
 use crate::types::{Rank, RankState};
-use crate::wire::{take_frames, Message};
+use crate::wire::{for_each_frame, Message};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{Read, Write};
@@ -63,7 +63,9 @@ pub(crate) struct ProgressEngine {
 struct Connection {
     rank: Rank,
     stream: Arc<TcpStream>,
+    /// Bytes read and not yet taken as frames: `buf[..filled]`.
     buf: Vec<u8>,
+    filled: usize,
     said_goodbye: bool,
 }
 
@@ -162,6 +164,7 @@ impl Engine {
             rank,
             stream,
             buf: Vec::new(),
+            filled: 0,
             said_goodbye: false,
         }));
         Ok(())
@@ -399,20 +402,40 @@ impl Engine {
 /// Reads and handles everything available; true when the connection ended.
 fn read_available(conn: &mut Connection, chunk: &mut [u8], inner: &Inner) -> bool {
     loop {
-        match (&*conn.stream).read(chunk) {
+        // Read straight into the frame buffer, as much as the frame being
+        // read still needs (at least a chunk): large writes over TCP are
+        // copied once from the socket, and once into the segment.
+        // The buffer only grows (zeroed once) and `filled` says how much
+        // of it holds bytes read.
+        let have = conn.filled;
+        let want = frame_remainder(&conn.buf[..have]).max(chunk.len());
+        if conn.buf.len() < have + want {
+            conn.buf.resize(have + want, 0);
+        }
+        let got = (&*conn.stream).read(&mut conn.buf[have..have + want]);
+        match got {
             Ok(0) => return true,
             Ok(n) => {
-                conn.buf.extend_from_slice(&chunk[..n]);
-                match take_frames(&mut conn.buf) {
-                    Ok(msgs) => {
-                        for m in msgs {
-                            handle(conn, m, inner);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::error!("{}: {e}; dropping the connection", conn.rank);
-                        return true;
-                    }
+                conn.filled += n;
+                let mut msgs = Vec::new();
+                let rank = conn.rank;
+                let (used, taken) = for_each_frame(
+                    &conn.buf[..conn.filled],
+                    |put| {
+                        tcp::put(
+                            inner, rank, put.queue, put.seg, put.offset, put.data, put.notify,
+                        )
+                    },
+                    |m| msgs.push(m),
+                );
+                conn.buf.copy_within(used..conn.filled, 0);
+                conn.filled -= used;
+                for m in msgs {
+                    handle(conn, m, inner);
+                }
+                if let Err(e) = taken {
+                    tracing::error!("{}: {e}; dropping the connection", conn.rank);
+                    return true;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
@@ -423,6 +446,15 @@ fn read_available(conn: &mut Connection, chunk: &mut [u8], inner: &Inner) -> boo
             }
         }
     }
+}
+
+/// Bytes the frame at the front of `buf` still lacks (0 when unknown).
+fn frame_remainder(buf: &[u8]) -> usize {
+    if buf.len() < 4 {
+        return 0;
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    (4 + len.min(crate::wire::MAX_FRAME)).saturating_sub(buf.len())
 }
 
 fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {

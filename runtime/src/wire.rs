@@ -165,24 +165,163 @@ pub(crate) fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<T> {
 }
 
 /// Splits complete frames off the front of `buf` (non-blocking reader side).
+#[cfg(test)]
 pub(crate) fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<Message>> {
-    let mut out = Vec::new();
+    let out = std::cell::RefCell::new(Vec::new());
+    let (used, result) = for_each_frame(
+        buf,
+        |put| {
+            out.borrow_mut().push(Message::Put {
+                queue: put.queue,
+                seg: put.seg,
+                offset: put.offset,
+                data: serde_bytes::ByteBuf::from(put.data.to_vec()),
+                notify: put.notify,
+            })
+        },
+        |m| out.borrow_mut().push(m),
+    );
+    buf.drain(..used);
+    result.map(|()| out.into_inner())
+}
+
+/// Takes every complete frame at the front of `buf`: a `Put` is handed
+/// to `on_put` with its data still in `buf` (the TCP transport's bulk,
+/// copied once, into the segment), any other message decoded to `on_msg`.
+/// Returns the bytes the complete frames took (the caller drops them),
+/// and the first error, which stops it.
+pub(crate) fn for_each_frame(
+    buf: &[u8],
+    mut on_put: impl FnMut(PutRef<'_>),
+    mut on_msg: impl FnMut(Message),
+) -> (usize, Result<()>) {
     let mut at = 0;
+    let mut result = Ok(());
     while buf.len() - at >= 4 {
         let len = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
         if len > MAX_FRAME {
-            return Err(Error::Protocol(format!(
+            result = Err(Error::Protocol(format!(
                 "frame of {len} bytes is too large"
             )));
+            break;
         }
         if buf.len() - at - 4 < len {
             break;
         }
-        out.push(decode(&buf[at + 4..at + 4 + len])?);
+        let body = &buf[at + 4..at + 4 + len];
+        match parse_put(body) {
+            Some(put) => on_put(put),
+            None => match decode(body) {
+                Ok(m) => on_msg(m),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            },
+        }
         at += 4 + len;
     }
-    buf.drain(..at);
-    Ok(out)
+    (at, result)
+}
+
+/// A `Message::Put` read in place: its fields, its data a slice of the
+/// frame.
+pub(crate) struct PutRef<'a> {
+    pub queue: Option<u8>,
+    pub seg: u8,
+    pub offset: u64,
+    pub data: &'a [u8],
+    pub notify: Option<(u32, u32)>,
+}
+
+/// The first four bytes of every `Put` body: bincode's variant index,
+/// taken from bincode itself so that it follows the enum's order.
+fn put_tag() -> [u8; 4] {
+    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    *TAG.get_or_init(|| {
+        let body = bincode::serialize(&Message::Put {
+            queue: None,
+            seg: 0,
+            offset: 0,
+            data: serde_bytes::ByteBuf::new(),
+            notify: None,
+        })
+        .expect("a Put encodes");
+        [body[0], body[1], body[2], body[3]]
+    })
+}
+
+/// The frame of a `Message::Put`, the same bytes as [`encode`] gives, built
+/// with one copy of `data` instead of three (bincode's layout: variant
+/// index, then the fields in order; a test checks it against `encode`).
+pub(crate) fn encode_put(
+    queue: Option<u8>,
+    seg: u8,
+    offset: u64,
+    data: &[u8],
+    notify: Option<(u32, u32)>,
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(4 + 4 + 2 + 1 + 8 + 8 + data.len() + 9);
+    f.extend_from_slice(&[0; 4]); // length, set below
+    f.extend_from_slice(&put_tag());
+    match queue {
+        Some(q) => f.extend_from_slice(&[1, q]),
+        None => f.push(0),
+    }
+    f.push(seg);
+    f.extend_from_slice(&offset.to_le_bytes());
+    f.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    f.extend_from_slice(data);
+    match notify {
+        Some((id, value)) => {
+            f.push(1);
+            f.extend_from_slice(&id.to_le_bytes());
+            f.extend_from_slice(&value.to_le_bytes());
+        }
+        None => f.push(0),
+    }
+    let len = (f.len() - 4) as u32;
+    f[..4].copy_from_slice(&len.to_le_bytes());
+    f
+}
+
+/// Reads a `Put` body in place; `None` when `body` is another message (or
+/// not a well-formed `Put`, which bincode then reports).
+fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
+    if body.len() < 4 || body[..4] != put_tag() {
+        return None;
+    }
+    let mut at = 4usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = body.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    let queue = match take(1)?[0] {
+        0 => None,
+        1 => Some(take(1)?[0]),
+        _ => return None,
+    };
+    let seg = take(1)?[0];
+    let offset = u64::from_le_bytes(take(8)?.try_into().ok()?);
+    let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
+    let data = take(len)?;
+    let notify = match take(1)?[0] {
+        0 => None,
+        1 => {
+            let id = u32::from_le_bytes(take(4)?.try_into().ok()?);
+            let value = u32::from_le_bytes(take(4)?.try_into().ok()?);
+            Some((id, value))
+        }
+        _ => return None,
+    };
+    (at == body.len()).then_some(PutRef {
+        queue,
+        seg,
+        offset,
+        data,
+        notify,
+    })
 }
 
 #[cfg(test)]
@@ -201,6 +340,32 @@ mod tests {
         let got = take_frames(&mut buf).unwrap();
         assert!(matches!(got[..], [Message::Goodbye]));
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_put_built_in_place_is_the_frame_bincode_makes_and_reads_back() {
+        for (queue, notify) in [(None, None), (Some(3), Some((7, 9))), (Some(0), None)] {
+            let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+            let ours = encode_put(queue, 5, 1 << 40, &data, notify);
+            let theirs = encode(&Message::Put {
+                queue,
+                seg: 5,
+                offset: 1 << 40,
+                data: serde_bytes::ByteBuf::from(data.clone()),
+                notify,
+            })
+            .unwrap();
+            assert_eq!(ours, theirs);
+            let put = parse_put(&ours[4..]).expect("parsed");
+            assert_eq!(
+                (put.queue, put.seg, put.offset, put.data, put.notify),
+                (queue, 5, 1 << 40, &data[..], notify)
+            );
+        }
+        // Other messages and cut frames are not taken for a Put.
+        assert!(parse_put(&encode(&Message::Goodbye).unwrap()[4..]).is_none());
+        let cut = encode_put(None, 1, 0, &[1, 2, 3], None);
+        assert!(parse_put(&cut[4..cut.len() - 1]).is_none());
     }
 
     #[test]

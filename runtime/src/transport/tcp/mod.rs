@@ -114,10 +114,21 @@ impl TcpSegment {
         via: Via<'_>,
         op: &'static str,
     ) -> Result<()> {
+        self.send_frame_counted(inner, &crate::wire::encode(msg)?, via, op)
+    }
+
+    /// [`Self::send_counted`] of a frame already encoded.
+    fn send_frame_counted(
+        &self,
+        inner: &Inner,
+        frame: &[u8],
+        via: Via<'_>,
+        op: &'static str,
+    ) -> Result<()> {
         if let Some(q) = via.queue {
             q.outstanding.add(self.owner, 1);
         }
-        let sent = inner.send_by(self.owner, msg, Urgency::Within(None), op);
+        let sent = inner.send_frame_by(self.owner, frame, Urgency::Within(None), op);
         if let (Err(_), Some(q)) = (&sent, via.queue) {
             q.outstanding.settle(self.owner, 1, None);
         }
@@ -152,14 +163,9 @@ impl RemoteSegment for TcpSegment {
         let bytes = unsafe { std::slice::from_raw_parts(src, len) };
         let mut at = 0usize;
         for piece in bytes.chunks(PIECE) {
-            let msg = Message::Put {
-                queue: queue_index(via),
-                seg: self.seg,
-                offset: offset + at as u64,
-                data: serde_bytes::ByteBuf::from(piece.to_vec()),
-                notify: None,
-            };
-            self.send_counted(&inner, &msg, via, "write")?;
+            let at_offset = offset + at as u64;
+            let frame = crate::wire::encode_put(queue_index(via), self.seg, at_offset, piece, None);
+            self.send_frame_counted(&inner, &frame, via, "write")?;
             at += piece.len();
         }
         Ok(())
