@@ -297,13 +297,7 @@ impl Inner {
                 }
             }
             self.peer_ok(rank)?;
-            let nap = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(50)),
-                    _ => return Err(Error::Timeout { op }),
-                },
-                None => Duration::from_millis(50),
-            };
+            let nap = crate::types::nap(deadline, Duration::from_millis(50), op)?;
             control.wait_room(nap);
         }
     }
@@ -444,13 +438,7 @@ impl Inner {
                 return r.clone().map_err(|reason| Error::Refused { rank, reason });
             }
             self.peer_ok(rank)?;
-            let nap = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(50)),
-                    _ => return Err(Error::Timeout { op }),
-                },
-                None => Duration::from_millis(50),
-            };
+            let nap = crate::types::nap(deadline, Duration::from_millis(50), op)?;
             done = self
                 .replies
                 .cv

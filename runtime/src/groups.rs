@@ -320,13 +320,7 @@ fn wait_hashes(
         if !missing {
             return Ok(());
         }
-        let nap = match deadline {
-            Some(d) => match d.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => left.min(Duration::from_millis(50)),
-                _ => return Err(Error::Timeout { op: "group_commit" }),
-            },
-            None => Duration::from_millis(50),
-        };
+        let nap = crate::types::nap(deadline, Duration::from_millis(50), "group_commit")?;
         commits = table
             .commit_cv
             .wait_timeout(commits, nap)

@@ -115,19 +115,15 @@ impl Gaspi {
             if let Some(m) = queue.pop_front() {
                 break m;
             }
-            let nap = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(100)),
-                    _ => {
+            let nap =
+                match crate::types::nap(deadline, Duration::from_millis(100), "passive_receive") {
+                    Ok(nap) => nap,
+                    Err(e) => {
                         drop(queue);
                         inner.stats.waited(t.elapsed());
-                        return Err(Error::Timeout {
-                            op: "passive_receive",
-                        });
+                        return Err(e);
                     }
-                },
-                None => Duration::from_millis(100),
-            };
+                };
             queue = inner
                 .passive
                 .cv

@@ -122,13 +122,7 @@ impl Outstanding {
                 self.busy.store(false, Ordering::Release);
                 return Err(e);
             }
-            let nap = match deadline {
-                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(std::time::Duration::from_millis(50)),
-                    _ => return Err(Error::Timeout { op: "wait" }),
-                },
-                None => std::time::Duration::from_millis(50),
-            };
+            let nap = crate::types::nap(deadline, std::time::Duration::from_millis(50), "wait")?;
             s = self
                 .cv
                 .wait_timeout(s, nap)

@@ -70,6 +70,24 @@ impl Timeout {
     }
 }
 
+/// How long a wait loop may sleep before it looks again: at most `max`,
+/// never past `deadline`; `Err(Timeout { op })` once the deadline has
+/// passed. Every blocking loop of the runtime naps through this, so none
+/// overshoots its timeout by more than one wake-up.
+pub(crate) fn nap(
+    deadline: Option<Instant>,
+    max: Duration,
+    op: &'static str,
+) -> crate::Result<Duration> {
+    match deadline {
+        None => Ok(max),
+        Some(d) => match d.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(left.min(max)),
+            _ => Err(crate::Error::Timeout { op }),
+        },
+    }
+}
+
 impl From<Duration> for Timeout {
     fn from(d: Duration) -> Self {
         Timeout::Ms(d.as_millis() as u64)
