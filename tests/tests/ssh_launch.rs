@@ -198,3 +198,67 @@ fn a_killed_launcher_leaves_no_rank_on_any_host() {
     );
     assert_eq!(job.try_finish(), Some(128 + libc::SIGKILL));
 }
+
+#[test]
+fn open_mpi_mpirun_starts_ranks_on_two_hosts_without_gaspi_run() {
+    let name = "open_mpi_mpirun_starts_ranks_on_two_hosts_without_gaspi_run";
+    if !std::path::Path::new("/usr/bin/mpirun").exists() {
+        return skip(
+            name,
+            "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
+        );
+    }
+    let Some(c) = cluster(name) else {
+        return;
+    };
+    let before = shm_files();
+    let keys = TempDir::new("ompi-key");
+    let tag = gaspi_tests::fresh_tag();
+    let (a, b) = (c.hosts.addrs[0], c.hosts.addrs[1]);
+    let mut cmd = c.hosts.command(0, std::path::Path::new("/usr/bin/mpirun"));
+    clean_env(&mut cmd);
+    // Open MPI launches its daemon on host 1 with this ssh command; the
+    // ranks find rank 0's rendezvous from GASPI_RENDEZVOUS and share the
+    // key file of the (common) file system.
+    cmd.env("GASPI_KEY_FILE", keys.path().join("job.key"))
+        .env("GASPI_LOG", "info")
+        .args(["--allow-run-as-root", "-n", "4", "--host"])
+        .arg(format!("{a}:2,{b}:2"))
+        .args(["--mca", "plm_rsh_agent"])
+        .arg(c.sshd.ssh_command())
+        .args(["-x", &format!("GASPI_RENDEZVOUS={a}:47123")])
+        .args(["-x", "GASPI_KEY_FILE", "-x", "GASPI_LOG"])
+        .args(["-x", gaspi_tests::TAG_VAR])
+        .arg(rank_bin!())
+        .args([
+            "ring",
+            "--rounds",
+            "5",
+            "--expect-size",
+            "4",
+            "--expect-launcher",
+            "open-mpi",
+        ]);
+    let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+    out.assert_success();
+    for r in 0..4 {
+        assert_eq!(
+            out.stdout_lines_with(&format!("ok ring of 5 rounds, rank {r} of 4")),
+            1,
+            "{}",
+            out.dump()
+        );
+    }
+    let mixed = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("launcher OpenMpi") && l.contains("shm to 1 ranks, tcp to 2 ranks"))
+        .count();
+    assert_eq!(
+        mixed,
+        4,
+        "every rank must reach 1 by shm and 2 by tcp:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
