@@ -262,3 +262,55 @@ fn open_mpi_mpirun_starts_ranks_on_two_hosts_without_gaspi_run() {
     );
     out.assert_nothing_left(&before);
 }
+
+#[test]
+fn ctrl_c_and_timeout_stop_every_remote_rank_and_leave_nothing() {
+    let Some(c) = cluster("ctrl_c_and_timeout_stop_every_remote_rank_and_leave_nothing") else {
+        return;
+    };
+    let before = shm_files();
+    let tag = gaspi_tests::fresh_tag();
+    let mut job = Running::spawn(c.gaspi_run(&[], &["sleep-forever"]), &tag);
+    job.wait_for_lines("ready", 4, Duration::from_secs(60));
+    job.signal(libc::SIGINT);
+    let out = job.finish(Duration::from_secs(60));
+    out.assert_code(130);
+    assert!(
+        out.elapsed < Duration::from_secs(40),
+        "the ranks were not stopped:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+
+    let tag = gaspi_tests::fresh_tag();
+    let out = Running::spawn(c.gaspi_run(&["--timeout", "3"], &["sleep-forever"]), &tag)
+        .finish(Duration::from_secs(60));
+    out.assert_code(124);
+    assert!(out.stderr.contains("job timed out"), "{}", out.dump());
+    assert_eq!(out.stdout_lines_with("ready"), 4, "{}", out.dump());
+    out.assert_nothing_left(&before);
+}
+
+#[test]
+fn a_host_that_ssh_cannot_reach_fails_the_job_at_once() {
+    let Some(c) = cluster("a_host_that_ssh_cannot_reach_fails_the_job_at_once") else {
+        return;
+    };
+    let before = shm_files();
+    let tag = gaspi_tests::fresh_tag();
+    // Nothing listens on port 2222: ssh to rank 0's host fails, so rank 0
+    // never reports its rendezvous port.
+    let mut cmd = c.gaspi_run(&[], &["ring"]);
+    cmd.env("GASPI_SSH", format!("{} -p 2222", c.sshd.ssh_command()));
+    let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(60));
+    out.assert_code(255);
+    assert!(
+        out.stderr
+            .contains("before it reported its rendezvous port")
+            && out.stderr.contains("Connection refused"),
+        "{}",
+        out.dump()
+    );
+    assert!(out.elapsed < Duration::from_secs(20), "{}", out.dump());
+    out.assert_nothing_left(&before);
+}

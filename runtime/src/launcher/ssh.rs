@@ -251,7 +251,11 @@ pub(super) fn launch_remote(opts: &LaunchOptions) -> Result<i32> {
             .arg(line)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            // A terminal's Ctrl-C reaches the launcher alone, which stops
+            // the ranks through their agents; ssh killed by the SIGINT
+            // would end with its own code (255) instead.
+            .process_group(0);
         // SAFETY: the closure runs in the child between fork and exec and
         // calls only async-signal-safe functions (prctl, getppid, _exit) on
         // a value computed before the fork.
