@@ -812,3 +812,124 @@ impl Drop for NetNamespaces {
         }
     }
 }
+
+/// An sshd in every host of a [`NetNamespaces`], on port 22 of the host's
+/// address, accepting root with a key made for the test; stopped (and its
+/// files removed) when dropped.
+///
+/// [`Sshd::start`] says why not where it cannot run (no sshd or ssh-keygen
+/// installed), for the test to [`skip`].
+pub struct Sshd {
+    dir: TempDir,
+    daemons: Vec<Child>,
+}
+
+impl Sshd {
+    /// Starts one sshd per host of `hosts` and waits until each accepts.
+    pub fn start(hosts: &NetNamespaces) -> Result<Sshd, String> {
+        let sshd = Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            return Err("sshd is not installed (apt-get install openssh-server)".into());
+        }
+        for tool in ["ssh", "ssh-keygen"] {
+            if Command::new(tool).arg("-V").output().is_err() {
+                return Err(format!("{tool} is not installed (openssh-client)"));
+            }
+        }
+        // sshd insists on its privilege-separation directory.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let dir = TempDir::new("sshd");
+        let d = dir.path();
+        for key in ["host_key", "id"] {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "gaspi-tests", "-f"])
+                .arg(d.join(key))
+                .stdin(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                return Err(format!("ssh-keygen could not make {key}"));
+            }
+        }
+        std::fs::copy(d.join("id.pub"), d.join("authorized_keys"))
+            .map_err(|e| format!("authorized_keys: {e}"))?;
+        let mut this = Sshd {
+            dir,
+            daemons: Vec::new(),
+        };
+        for (i, addr) in hosts.addrs.iter().enumerate() {
+            let d = this.dir.path();
+            let config = d.join(format!("sshd_config.{i}"));
+            std::fs::write(
+                &config,
+                format!(
+                    "ListenAddress {addr}:22\nHostKey {hk}\nAuthorizedKeysFile {ak}\n\
+                     PermitRootLogin yes\nUsePAM no\nPasswordAuthentication no\n\
+                     KbdInteractiveAuthentication no\nStrictModes no\nPidFile {pid}\n\
+                     LogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n",
+                    hk = d.join("host_key").display(),
+                    ak = d.join("authorized_keys").display(),
+                    pid = d.join(format!("sshd.{i}.pid")).display(),
+                ),
+            )
+            .map_err(|e| format!("writing {}: {e}", config.display()))?;
+            let mut cmd = hosts.command(i, sshd);
+            cmd.arg("-D")
+                .arg("-e")
+                .arg("-f")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+            let child = cmd.spawn().map_err(|e| format!("starting sshd: {e}"))?;
+            this.daemons.push(child);
+        }
+        // Wait until every sshd accepts a session.
+        for i in 0..hosts.addrs.len() {
+            let until = Instant::now() + Duration::from_secs(10);
+            loop {
+                let out = hosts
+                    .command(0, Path::new("/bin/sh"))
+                    .arg("-c")
+                    .arg(format!("{} {} true", this.ssh_command(), hosts.addrs[i]))
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("running ssh: {e}"))?;
+                if out.status.success() {
+                    break;
+                }
+                if Instant::now() >= until {
+                    return Err(format!(
+                        "the sshd of host {i} does not accept the test's key: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(this)
+    }
+
+    /// The ssh command that reaches these daemons (for `GASPI_SSH` or
+    /// Open MPI's `plm_rsh_agent`): the test's key, no host-key checks.
+    pub fn ssh_command(&self) -> String {
+        format!(
+            "ssh -i {} -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            self.dir.path().join("id").display()
+        )
+    }
+
+    /// The directory of the test's keys and configuration.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        for d in &mut self.daemons {
+            // `ip netns exec` execs sshd, so the child is sshd itself.
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}

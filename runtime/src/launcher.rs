@@ -1,4 +1,5 @@
-//! Starting the ranks of a job on this host: `gaspi-run`, and self-launch.
+//! Starting the ranks of a job: `gaspi-run`, and self-launch; on other
+//! hosts over ssh in [`ssh`] (`gaspi-run -m HOSTFILE`).
 //!
 //! The launcher gives each rank its rank, the job size, the rendezvous
 //! address and a fresh secret job key in the environment, and hands rank 0
@@ -11,12 +12,16 @@
 //! the kernel frees with the last process that maps them, so a stopped job
 //! leaves no shared-memory files behind.
 
+mod ssh;
+
+pub use ssh::{agent, parse_hostfile, place, read_hostfile, AgentOptions, Host};
+
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,6 +42,8 @@ pub struct LaunchOptions {
     pub timeout: Option<Duration>,
     /// Extra environment for every rank.
     pub env: Vec<(String, String)>,
+    /// Hosts to start the ranks on over ssh; empty: all on this host.
+    pub hosts: Vec<Host>,
 }
 
 impl LaunchOptions {
@@ -50,6 +57,7 @@ impl LaunchOptions {
             keep_going: false,
             timeout: None,
             env: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 }
@@ -80,6 +88,9 @@ struct Ranked {
     /// while before the kernel reports the exit itself (that waits for all
     /// its threads).
     lifeline: Option<OwnedFd>,
+    /// For a rank on another host: the input of its ssh, which its remote
+    /// agent reads; closing it stops the rank (see [`ssh`]).
+    stdin: Option<ChildStdin>,
 }
 
 /// A pidfd for the child `pid`, which must not have been reaped yet.
@@ -181,7 +192,13 @@ fn lifeline_pipe() -> Option<(OwnedFd, OwnedFd)> {
 }
 
 fn signal_all(children: &mut [Option<Ranked>], sig: i32) {
-    for c in children.iter().flatten() {
+    for c in children.iter_mut().flatten() {
+        if sig == libc::SIGTERM && c.stdin.is_some() {
+            // A remote rank: its agent stops it when its input ends, and
+            // reports its code through ssh.
+            c.stdin = None;
+            continue;
+        }
         // SAFETY: kill(2) on the pid of a child we have not reaped yet (it is
         // still in `children`), so the pid cannot have been reused.
         unsafe { libc::kill(c.child.id() as i32, sig) };
@@ -195,6 +212,9 @@ pub fn launch(opts: &LaunchOptions) -> Result<i32> {
         return Err(Error::Config("a job needs at least one rank".into()));
     }
     install_interrupt_handler();
+    if !opts.hosts.is_empty() {
+        return ssh::launch_remote(opts);
+    }
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("binding the rendezvous", e))?;
     let addr = listener
@@ -272,6 +292,7 @@ pub fn launch(opts: &LaunchOptions) -> Result<i32> {
                     child,
                     pidfd,
                     lifeline,
+                    stdin: None,
                 }));
             }
             Err(e) => {

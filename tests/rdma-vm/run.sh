@@ -75,6 +75,22 @@ depmod -b "$R" "$KVER" || broken "depmod of the initramfs"
 cp "$ROOT/tests/rdma-vm/init" "$R/init" && chmod +x "$R/init"
 (cd "$R" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$WORK/initrd.gz" || broken "cpio"
 
+# The VM mounts a fresh tmpfs on /tmp, /run and /dev/shm of its view of
+# the host: a tree below one of those (a CI clone in /tmp) is staged where
+# the VM sees it (the binaries and this folder are all in-vm.sh needs).
+REPO=$ROOT
+case "$ROOT/" in
+/tmp/* | /run/* | /dev/shm/*)
+    REPO=/var/tmp/gaspi-rdma-vm-$$
+    trap 'rm -rf "$REPO"' EXIT
+    mkdir -p "$REPO/target/release" "$REPO/tests" || broken "cannot stage into $REPO"
+    cp -a "$ROOT/target/release/gaspi-run" "$ROOT/target/release/gaspi-test-rank" \
+        "$ROOT/target/release/gaspi-model-rank" "$REPO/target/release/" &&
+        cp -a "$ROOT/tests/rdma-vm" "$REPO/tests/" || broken "staging into $REPO"
+    say "the tree is under a folder the VM mounts afresh; staged into $REPO"
+    ;;
+esac
+
 LOG=$WORK/console.log
 ONLY=${RDMA_VM_ONLY:-}
 say "booting $KVER (software emulation: minutes, not seconds); console in $LOG"
@@ -84,7 +100,7 @@ timeout -s KILL "${RDMA_VM_TIMEOUT:-2400}" qemu-system-x86_64 -accel tcg,thread=
     -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initrd.gz" \
     -fsdev local,id=hostroot,path=/,security_model=none,readonly=on \
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
-    -append "console=ttyS0 quiet panic=-1 gaspi_repo=$ROOT gaspi_only=${ONLY// /,}" \
+    -append "console=ttyS0 quiet panic=-1 gaspi_repo=$REPO gaspi_only=${ONLY// /,}" \
     > "$LOG" 2>&1
 rc=$?
 tr -d '\r' < "$LOG" | grep -E '^(vm:|VMTEST|---|  )' || true

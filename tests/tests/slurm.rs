@@ -1,0 +1,147 @@
+//! Debian's Slurm for real: a slurmctld and a slurmd started by the test
+//! (one node, `auth/none`, inside a network namespace of its own so that
+//! its ports cannot meet another test's), and `srun -n 4` running a job of
+//! ranks that find each other from Slurm's variables alone. Needs root,
+//! iproute2 and slurm-wlm: skipped with a printed reason where they are
+//! missing.
+
+use gaspi_tests::{clean_env, rank_bin, shm_files, skip, NetNamespaces, Running, TempDir};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The daemons, killed when dropped.
+struct Daemons(Vec<Child>);
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for d in &mut self.0 {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+fn slurm_conf(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "ClusterName=gaspitest\nSlurmctldHost=localhost\n\
+         AuthType=auth/none\nCredType=cred/none\n\
+         SlurmUser=root\nSlurmdUser=root\n\
+         SlurmctldPort=6817\nSlurmdPort=6818\n\
+         StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n\
+         SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n\
+         SlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd.log\n\
+         ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
+         JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
+         SchedulerType=sched/builtin\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
+         MpiDefault=none\nReturnToService=2\nSlurmdParameters=config_overrides\n\
+         NodeName=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n\
+         PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES\n"
+    )
+}
+
+#[test]
+fn srun_starts_four_ranks_that_meet_and_run_a_ring() {
+    let name = "srun_starts_four_ranks_that_meet_and_run_a_ring";
+    for tool in [
+        "/usr/sbin/slurmctld",
+        "/usr/sbin/slurmd",
+        "/usr/bin/srun",
+        "/usr/bin/nsenter",
+    ] {
+        if !Path::new(tool).exists() {
+            return skip(
+                name,
+                &format!("{tool} is missing (apt-get install slurm-wlm)"),
+            );
+        }
+    }
+    let host = match NetNamespaces::create(1) {
+        Ok(h) => h,
+        Err(why) => return skip(name, &why),
+    };
+    let dir = TempDir::new("slurm");
+    let d = dir.path();
+    for sub in ["state", "spool"] {
+        std::fs::create_dir_all(d.join(sub)).expect("creating slurm's directories");
+    }
+    let conf = d.join("slurm.conf");
+    std::fs::write(&conf, slurm_conf(d)).expect("writing slurm.conf");
+    // In the host's network namespace but not through `ip netns exec`,
+    // which mounts a sysfs of its own and so hides /sys/fs/cgroup, which
+    // slurmd needs.
+    let in_host = |program: &str| -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", host.names[0]))
+            .arg(program);
+        cmd
+    };
+    let daemon = |program: &str, extra: &[&str]| -> Child {
+        let mut cmd = in_host(program);
+        cmd.args(["-D", "-f"])
+            .arg(&conf)
+            .args(extra)
+            .env("SLURM_CONF", &conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("starting {program}: {e}"))
+    };
+    let mut daemons = Daemons(vec![daemon("/usr/sbin/slurmctld", &["-i"])]);
+    daemons
+        .0
+        .push(daemon("/usr/sbin/slurmd", &["-N", "localhost"]));
+    // The node registers with the controller within a few seconds.
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = in_host("/usr/bin/sinfo")
+            .args(["-h", "-o", "%T"])
+            .env("SLURM_CONF", &conf)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        if state == "idle" {
+            break;
+        }
+        if Instant::now() >= until {
+            let log = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+            panic!(
+                "the slurm node is {state:?}, not idle\n--- slurmctld.log ---\n{}\n--- slurmd.log ---\n{}",
+                log("slurmctld.log"),
+                log("slurmd.log")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = shm_files();
+    let tag = gaspi_tests::fresh_tag();
+    let mut cmd = in_host("/usr/bin/srun");
+    clean_env(&mut cmd);
+    cmd.env("SLURM_CONF", &conf)
+        .env("GASPI_KEY_FILE", d.join("job.key"))
+        .args(["-n", "4", "--mpi=none", "--kill-on-bad-exit=1"])
+        .arg(rank_bin!())
+        .args([
+            "ring",
+            "--rounds",
+            "5",
+            "--expect-size",
+            "4",
+            "--expect-launcher",
+            "slurm",
+        ]);
+    let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+    out.assert_success();
+    for r in 0..4 {
+        assert_eq!(
+            out.stdout_lines_with(&format!("ok ring of 5 rounds, rank {r} of 4")),
+            1,
+            "{}",
+            out.dump()
+        );
+    }
+    out.assert_nothing_left(&before);
+    drop(daemons);
+}
