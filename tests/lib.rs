@@ -797,6 +797,36 @@ impl NetNamespaces {
         assert!(ok, "could not cut host {i} off");
     }
 
+    /// Makes host `i`'s link lossy and slow (`tc qdisc ... netem ARGS`,
+    /// e.g. `loss 5% delay 20ms`); says why not where the kernel has no
+    /// netem.
+    pub fn netem(&self, i: usize, args: &str) -> Result<(), String> {
+        let dev = format!("eth{i}");
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.names[i],
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                &dev,
+            ])
+            .args(["root", "netem"])
+            .args(args.split_whitespace())
+            .output()
+            .map_err(|e| format!("tc: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "tc qdisc netem: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
     /// `program` run inside host `i`'s namespace.
     pub fn command(&self, i: usize, program: &Path) -> Command {
         let mut cmd = Command::new("ip");

@@ -368,6 +368,86 @@ mod tests {
         assert!(parse_put(&cut[4..cut.len() - 1]).is_none());
     }
 
+    /// Frames of every message kind, cut, mutated and made of random
+    /// bytes: the decoder returns frames or an error, never panics, and
+    /// never hands out a `Put` whose data lies outside the frame.
+    #[test]
+    fn the_decoder_survives_random_and_mutated_frames() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config as PtConfig, TestRunner};
+        let samples: Vec<Vec<u8>> = [
+            Message::Ping { token: 9 },
+            Message::Goodbye,
+            Message::Passive { data: vec![1; 40] },
+            Message::Notify {
+                queue: Some(1),
+                seg: 2,
+                id: 3,
+                value: 4,
+            },
+            Message::Get {
+                token: 1,
+                seg: 0,
+                offset: 5,
+                len: 6,
+            },
+            Message::PeerGone {
+                rank: 3,
+                terminated: false,
+            },
+        ]
+        .iter()
+        .map(|m| encode(m).unwrap())
+        .chain(std::iter::once(encode_put(
+            Some(0),
+            1,
+            64,
+            &[7; 300],
+            Some((2, 1)),
+        )))
+        .collect();
+        let mut runner = TestRunner::new(PtConfig {
+            cases: 3000,
+            ..PtConfig::default()
+        });
+        let frames = (
+            0..samples.len(),
+            proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+            proptest::collection::vec(any::<u8>(), 0..64),
+            any::<bool>(),
+        );
+        runner
+            .run(&frames, |(pick, flips, random, use_random)| {
+                let mut buf = if use_random {
+                    let mut b = (random.len() as u32).to_le_bytes().to_vec();
+                    b.extend_from_slice(&random);
+                    b
+                } else {
+                    let mut b = samples[pick].clone();
+                    for (at, byte) in flips {
+                        let i = at % b.len();
+                        b[i] = byte;
+                    }
+                    b
+                };
+                let len = buf.len();
+                let (used, _result) = for_each_frame(
+                    &buf,
+                    |put| {
+                        let start = put.data.as_ptr() as usize;
+                        let frame = buf.as_ptr() as usize;
+                        assert!(start >= frame && start + put.data.len() <= frame + len);
+                    },
+                    |_| {},
+                );
+                prop_assert!(used <= len);
+                buf.truncate(len / 2);
+                let _ = take_frames(&mut buf);
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn oversized_frames_are_refused() {
         let mut buf = ((MAX_FRAME + 1) as u32).to_le_bytes().to_vec();

@@ -222,3 +222,25 @@ fn sixty_four_ranks_on_eight_hosts_start_exchange_and_end() {
     );
     eprintln!("64 ranks on 8 hosts: {:?}", t.elapsed());
 }
+
+#[test]
+fn a_lossy_slow_link_delivers_whole_data_in_order() {
+    let name = "a_lossy_slow_link_delivers_whole_data_in_order";
+    let hosts = match NetNamespaces::create(2) {
+        Ok(h) => h,
+        Err(why) => return skip(name, &why),
+    };
+    // 5% of packets lost, 20 ms each way: TCP retransmits; the runtime
+    // must still deliver every block whole and every notification after
+    // its data.
+    if let Err(why) = hosts.netem(1, "loss 5% delay 20ms") {
+        return skip(name, &format!("no netem on this kernel ({why})"));
+    }
+    across(
+        &hosts,
+        2,
+        &rank_bin!(),
+        &["ordering", "--iters", "10", "--large", "262144"],
+    );
+    across(&hosts, 2, &rank_bin!(), &["all-to-all", "--rounds", "2"]);
+}

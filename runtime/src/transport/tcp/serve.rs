@@ -216,3 +216,48 @@ pub(crate) fn settled(inner: &Inner, from: Rank, queue: u8, count: u32, failure:
     let failure = failure.map(|reason| Error::Refused { rank: from, reason });
     q.outstanding.settle(from, count as u64, failure);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Gaspi, Memory, SegId};
+
+    /// What a buggy or hostile peer may send: writes past the end, offsets
+    /// that wrap, notifications out of range or of value 0, segments that
+    /// do not exist. Each is refused on the target and changes nothing; a
+    /// good write lands.
+    #[test]
+    fn crafted_requests_are_refused_on_the_target_and_change_nothing() {
+        let g = Gaspi::init(Config::default().notification_num(64)).unwrap();
+        let seg = g.segment_alloc(SegId(1), 4096, Memory::Host).unwrap();
+        let inner = &*g.inner;
+        let me = inner.rank;
+        let bad: [(u64, usize, Option<(u32, u32)>, u8); 6] = [
+            (4090, 64, None, 1),
+            (u64::MAX - 3, 8, None, 1),
+            (4096, 1, None, 1),
+            (0, 8, Some((64, 1)), 1),
+            (0, 8, Some((3, 0)), 1),
+            (0, 8, None, 7),
+        ];
+        for (offset, len, notify, s) in bad {
+            put(inner, me, None, s, offset, &vec![0xAB; len], notify);
+        }
+        notify_fn(inner, me, 1, 64, 1);
+        notify_fn(inner, me, 1, 3, 0);
+        let data: Vec<u8> = seg.read_vec(0, 4096).unwrap();
+        assert!(
+            data.iter().all(|&b| b == 0),
+            "a refused write changed the segment"
+        );
+        assert_eq!(g.notify_reset(SegId(1), crate::NotifyId(3)).unwrap(), 0);
+        // A good request lands, data then notification.
+        put(inner, me, None, 1, 4088, &[5; 8], Some((3, 9)));
+        assert_eq!(seg.read_vec::<u8>(4088, 8).unwrap(), vec![5; 8]);
+        assert_eq!(g.notify_reset(SegId(1), crate::NotifyId(3)).unwrap(), 9);
+    }
+
+    fn notify_fn(inner: &Inner, from: Rank, seg: u8, id: u32, value: u32) {
+        notify(inner, from, None, seg, id, value);
+    }
+}
