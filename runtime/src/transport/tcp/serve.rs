@@ -232,7 +232,9 @@ mod tests {
         let seg = g.segment_alloc(SegId(1), 4096, Memory::Host).unwrap();
         let inner = &*g.inner;
         let me = inner.rank;
-        let bad: [(u64, usize, Option<(u32, u32)>, u8); 6] = [
+        // (offset, length, notification, segment)
+        type Crafted = (u64, usize, Option<(u32, u32)>, u8);
+        let bad: [Crafted; 6] = [
             (4090, 64, None, 1),
             (u64::MAX - 3, 8, None, 1),
             (4096, 1, None, 1),
