@@ -295,14 +295,15 @@ fn pingpong_with_child(iters: u64) -> io::Result<(Samples, Pid)> {
 }
 
 /// Half round trip of `size`-byte messages over a loopback TCP connection
-/// (`TCP_NODELAY`) between this thread and an echo thread: what the kernel's
-/// TCP path costs with no runtime at all, the floor of the TCP transport.
-/// `iters` samples, each the mean of a batch of 16 round trips.
+/// between this thread and an echo thread, both busy-polling non-blocking
+/// sockets with `TCP_NODELAY`: the best a raw socket does, with no wake-up
+/// on either side (a blocking ping-pong pays one per message), the floor of
+/// the TCP transport. `iters` samples, each the mean of a batch of 16
+/// round trips.
 ///
 /// # Errors
 /// If a socket operation fails.
 pub fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
-    use std::io::{Read, Write};
     const BATCH: u64 = 16;
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -310,22 +311,24 @@ pub fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
     let echo = std::thread::spawn(move || -> io::Result<()> {
         let (mut s, _) = listener.accept()?;
         s.set_nodelay(true)?;
+        s.set_nonblocking(true)?;
         let mut buf = vec![0u8; size];
         for _ in 0..rounds {
-            s.read_exact(&mut buf)?;
-            s.write_all(&buf)?;
+            spin_read(&mut s, &mut buf)?;
+            spin_write(&mut s, &buf)?;
         }
         Ok(())
     });
     let mut s = std::net::TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
+    s.set_nonblocking(true)?;
     let mut buf = vec![1u8; size];
     let mut samples = Samples::with_capacity(usize::try_from(iters).unwrap_or(0));
     for i in 0..=iters {
         let t0 = Instant::now();
         for _ in 0..BATCH {
-            s.write_all(&buf)?;
-            s.read_exact(&mut buf)?;
+            spin_write(&mut s, &buf)?;
+            spin_read(&mut s, &mut buf)?;
         }
         if i > 0 {
             samples.push(t0.elapsed().as_secs_f64() * 1e6 / (2 * BATCH) as f64);
@@ -333,6 +336,82 @@ pub fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
     }
     echo.join()
         .map_err(|_| io::Error::other("the echo thread panicked"))??;
+    Ok(samples)
+}
+
+/// Reads exactly `buf.len()` bytes from a non-blocking socket, spinning.
+fn spin_read(s: &mut std::net::TcpStream, buf: &mut [u8]) -> io::Result<()> {
+    use std::io::Read;
+    let mut at = 0;
+    while at < buf.len() {
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to a non-blocking socket, spinning.
+fn spin_write(s: &mut std::net::TcpStream, buf: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut at = 0;
+    while at < buf.len() {
+        match s.write(&buf[at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Bandwidth of a raw loopback TCP stream (`size`-byte writes, the reader
+/// busy-polling): the floor of the TCP transport's write bandwidth. One
+/// sample per `iters` batch of 16 writes, in GB/s.
+///
+/// # Errors
+/// If a socket operation fails.
+pub fn tcp_stream_gbps(size: usize, iters: u64) -> io::Result<Samples> {
+    const BATCH: u64 = 16;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let total = (iters + 1) * BATCH;
+    let sink = std::thread::spawn(move || -> io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        s.set_nonblocking(true)?;
+        let mut buf = vec![0u8; size];
+        for _ in 0..total {
+            spin_read(&mut s, &mut buf)?;
+        }
+        // The last byte read: tell the writer.
+        spin_write(&mut s, &[1])
+    });
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    s.set_nonblocking(true)?;
+    let buf = vec![1u8; size];
+    let mut samples = Samples::with_capacity(usize::try_from(iters).unwrap_or(0));
+    for i in 0..=iters {
+        let t0 = Instant::now();
+        for _ in 0..BATCH {
+            spin_write(&mut s, &buf)?;
+        }
+        if i > 0 {
+            samples.push(gbps(
+                size * BATCH as usize,
+                t0.elapsed().as_secs_f64() * 1e6,
+            ));
+        }
+    }
+    spin_read(&mut s, &mut [0u8])?;
+    sink.join()
+        .map_err(|_| io::Error::other("the sink thread panicked"))??;
     Ok(samples)
 }
 

@@ -421,12 +421,19 @@ fn write_bw(
             r.size = Some(size);
             r.iters = Some(windows * WINDOW);
             r.gbps = Some(size as f64 / (samples.median() * 1e3));
-            let ref_gbps = size as f64 / (copy_us * 1e3);
-            r.ref_name = Some("memcpy".into());
-            r.ref_gbps = Some(ref_gbps);
-            r.ref_us = Some(copy_us);
-            r.ratio = r.gbps.map(|b| b / ref_gbps);
-            out.push(r);
+            if r.transport.as_deref() == Some("tcp") {
+                // The floor of the network path: a raw TCP stream of the
+                // same writes, measured now while the peer waits.
+                let raw = floor::tcp_stream_gbps(size as usize, if quick { 16 } else { 64 })?;
+                out.push(r.with_ref_gbps("raw-tcp-stream", raw.median()));
+            } else {
+                let ref_gbps = size as f64 / (copy_us * 1e3);
+                r.ref_name = Some("memcpy".into());
+                r.ref_gbps = Some(ref_gbps);
+                r.ref_us = Some(copy_us);
+                r.ratio = r.gbps.map(|b| b / ref_gbps);
+                out.push(r);
+            }
         }
         g.barrier(Group::ALL, Timeout::Block)?;
     }
