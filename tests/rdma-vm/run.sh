@@ -40,12 +40,17 @@ command -v depmod >/dev/null || need="$need kmod"
 if [ -n "$need" ]; then
     [ "$(id -u)" = 0 ] || broken "missing packages:$need (and not root to install them)"
     say "installing$need"
+    apt-get update -q >/dev/null 2>&1 || say "apt-get update failed; trying the install anyway"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null || broken "apt-get install$need"
 fi
 
 mkdir -p "$WORK" && cd "$WORK" || broken "cannot make $WORK"
 # Debian's current kernel, fetched and unpacked here, never installed.
 KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+if [ -z "$KPKG" ] && [ "$(id -u)" = 0 ]; then
+    apt-get update -q >/dev/null 2>&1
+    KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+fi
 [ -n "$KPKG" ] || broken "apt-cache does not name the kernel package of linux-image-amd64"
 KVER=${KPKG#linux-image-}
 KROOT=$WORK/kroot-$KVER
