@@ -204,16 +204,18 @@ impl Inner {
         if local.is_gpu() {
             let mut staged = vec![0u8; size as usize];
             local.copy_out(local_offset, &mut staged)?;
-            r.put(to.offset, staged.as_ptr(), staged.len(), Via::queue(q))?;
+            r.put_notify(
+                to.offset,
+                staged.as_ptr(),
+                staged.len(),
+                notify,
+                Via::queue(q),
+            )
         } else {
             // SAFETY: local_offset + size was checked against the local
             // segment, which the caller's table snapshot keeps alive.
             let src = unsafe { local.data().add(local_offset as usize) };
-            r.put(to.offset, src, size as usize, Via::queue(q))?;
-        }
-        match notify {
-            Some((id, value)) => r.notify(id, value, Via::queue(q)),
-            None => Ok(()),
+            r.put_notify(to.offset, src, size as usize, notify, Via::queue(q))
         }
     }
 

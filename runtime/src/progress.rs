@@ -419,20 +419,19 @@ fn read_available(conn: &mut Connection, chunk: &mut [u8], inner: &Inner) -> boo
                 conn.filled += n;
                 let mut msgs = Vec::new();
                 let rank = conn.rank;
+                // One answer per queue for everything this read applied.
+                let mut settles = tcp::Settles::default();
                 let (used, taken) = for_each_frame(
                     &conn.buf[..conn.filled],
-                    |put| {
-                        tcp::put(
-                            inner, rank, put.queue, put.seg, put.offset, put.data, put.notify,
-                        )
-                    },
+                    |put| tcp::put(inner, rank, &put, &mut settles),
                     |m| msgs.push(m),
                 );
                 conn.buf.copy_within(used..conn.filled, 0);
                 conn.filled -= used;
                 for m in msgs {
-                    handle(conn, m, inner);
+                    handle(conn, m, inner, &mut settles);
                 }
+                settles.flush(inner, rank);
                 if let Err(e) = taken {
                     tracing::error!("{}: {e}; dropping the connection", conn.rank);
                     return true;
@@ -457,7 +456,7 @@ fn frame_remainder(buf: &[u8]) -> usize {
     (4 + len.min(crate::wire::MAX_FRAME)).saturating_sub(buf.len())
 }
 
-fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
+fn handle(conn: &mut Connection, msg: Message, inner: &Inner, settles: &mut tcp::Settles) {
     let from = conn.rank;
     match msg {
         Message::Register { token, seg, desc } => {
@@ -490,13 +489,22 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner) {
             offset,
             data,
             notify,
-        } => tcp::put(inner, from, queue, seg, offset, &data, notify),
+        } => {
+            let put = crate::wire::PutRef {
+                queue,
+                seg,
+                offset,
+                data: &data,
+                notify,
+            };
+            tcp::put(inner, from, &put, settles)
+        }
         Message::Notify {
             queue,
             seg,
             id,
             value,
-        } => tcp::notify(inner, from, queue, seg, id, value),
+        } => tcp::notify(inner, from, queue, seg, id, value, settles),
         Message::Get {
             token,
             seg,

@@ -226,6 +226,7 @@ pub(crate) fn for_each_frame(
 
 /// A `Message::Put` read in place: its fields, its data a slice of the
 /// frame.
+#[derive(Clone, Copy)]
 pub(crate) struct PutRef<'a> {
     pub queue: Option<u8>,
     pub seg: u8,

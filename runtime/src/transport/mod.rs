@@ -163,6 +163,22 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()>;
     /// Sets notification `id` to `value`, after everything put before.
     fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()>;
+    /// `put`, then `notify` if given: one request where the transport can
+    /// carry both (TCP: the notification rides on the data's last frame).
+    fn put_notify(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+    ) -> Result<()> {
+        self.put(offset, src, len, via)?;
+        match notify {
+            Some((id, value)) => self.notify(id, value, via),
+            None => Ok(()),
+        }
+    }
     /// Whether requests complete after the call returns (at `wait`).
     fn completes_later(&self) -> bool {
         false

@@ -158,15 +158,34 @@ impl RemoteSegment for TcpSegment {
     }
 
     fn put(&self, offset: u64, src: *const u8, len: usize, via: Via<'_>) -> Result<()> {
+        self.put_notify(offset, src, len, None, via)
+    }
+
+    fn put_notify(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+    ) -> Result<()> {
         let inner = self.inner()?;
         // SAFETY: the caller guarantees `src` is valid for `len` bytes.
         let bytes = unsafe { std::slice::from_raw_parts(src, len) };
-        let mut at = 0usize;
-        for piece in bytes.chunks(PIECE) {
-            let at_offset = offset + at as u64;
-            let frame = crate::wire::encode_put(queue_index(via), self.seg, at_offset, piece, None);
+        let pieces = len.div_ceil(PIECE).max(1);
+        for (i, at) in (0..pieces).map(|i| (i, i * PIECE)) {
+            let piece = &bytes[at..len.min(at + PIECE)];
+            // The notification rides on the last piece: the target applies
+            // the data, then sets it.
+            let last = i + 1 == pieces;
+            let frame = crate::wire::encode_put(
+                queue_index(via),
+                self.seg,
+                offset + at as u64,
+                piece,
+                notify.filter(|_| last),
+            );
             self.send_frame_counted(&inner, &frame, via, "write")?;
-            at += piece.len();
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::transport::{RemoteSegment, Via};
 use crate::types::Rank;
 use crate::wire::Message;
+use crate::wire::PutRef;
 use std::sync::Arc;
 
 type Outcome<T = ()> = std::result::Result<T, String>;
@@ -53,17 +54,55 @@ fn check_word(s: &dyn RemoteSegment, seg: u8, id: u32, value: u32) -> Outcome {
     Ok(())
 }
 
-/// Answers a request posted on `queue` (if any) with its outcome.
-fn settle(inner: &Inner, from: Rank, queue: Option<u8>, outcome: Outcome, what: &str) {
+/// Requests of one peer applied in one read of its connection, to answer
+/// with one `Settled` per queue instead of one per request.
+#[derive(Debug, Default)]
+pub(crate) struct Settles {
+    counts: Vec<(u8, u32)>,
+}
+
+impl Settles {
+    fn add(&mut self, queue: u8) {
+        match self.counts.iter_mut().find(|(q, _)| *q == queue) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((queue, 1)),
+        }
+    }
+
+    /// Sends the answers gathered so far to `from`.
+    pub(crate) fn flush(&mut self, inner: &Inner, from: Rank) {
+        for (queue, count) in self.counts.drain(..) {
+            let _ = inner.send(
+                from,
+                &Message::Settled {
+                    queue,
+                    count,
+                    failure: None,
+                },
+            );
+        }
+    }
+}
+
+/// Answers a request posted on `queue` (if any) with its outcome: counted
+/// into `settles` when applied, at once (with its reason) when refused.
+fn settle(
+    inner: &Inner,
+    from: Rank,
+    queue: Option<u8>,
+    outcome: Outcome,
+    what: &str,
+    settles: &mut Settles,
+) {
     match (queue, outcome) {
-        (Some(queue), outcome) => {
-            let failure = outcome.err();
+        (Some(queue), Ok(())) => settles.add(queue),
+        (Some(queue), Err(reason)) => {
             let _ = inner.send(
                 from,
                 &Message::Settled {
                     queue,
                     count: 1,
-                    failure,
+                    failure: Some(reason),
                 },
             );
         }
@@ -72,16 +111,15 @@ fn settle(inner: &Inner, from: Rank, queue: Option<u8>, outcome: Outcome, what: 
     }
 }
 
-/// A peer's `Put`.
-pub(crate) fn put(
-    inner: &Inner,
-    from: Rank,
-    queue: Option<u8>,
-    seg: u8,
-    offset: u64,
-    data: &[u8],
-    notify: Option<(u32, u32)>,
-) {
+/// A peer's `Put` (read in place from its frame).
+pub(crate) fn put(inner: &Inner, from: Rank, put: &PutRef<'_>, settles: &mut Settles) {
+    let PutRef {
+        queue,
+        seg,
+        offset,
+        data,
+        notify,
+    } = *put;
     let outcome = (|| {
         let s = own_segment(inner, seg)?;
         check_range(&*s, seg, offset, data.len() as u64)?;
@@ -96,18 +134,26 @@ pub(crate) fn put(
         }
         Ok(())
     })();
-    settle(inner, from, queue, outcome, "write");
+    settle(inner, from, queue, outcome, "write", settles);
 }
 
 /// A peer's `Notify`.
-pub(crate) fn notify(inner: &Inner, from: Rank, queue: Option<u8>, seg: u8, id: u32, value: u32) {
+pub(crate) fn notify(
+    inner: &Inner,
+    from: Rank,
+    queue: Option<u8>,
+    seg: u8,
+    id: u32,
+    value: u32,
+    settles: &mut Settles,
+) {
     let outcome = (|| {
         let s = own_segment(inner, seg)?;
         check_word(&*s, seg, id, value)?;
         s.notify(id, value, Via::INTERNAL)
             .map_err(|e| e.to_string())
     })();
-    settle(inner, from, queue, outcome, "notification");
+    settle(inner, from, queue, outcome, "notification", settles);
 }
 
 /// A peer's `Get`: answered with the bytes or the reason.
@@ -242,8 +288,17 @@ mod tests {
             (0, 8, Some((3, 0)), 1),
             (0, 8, None, 7),
         ];
-        for (offset, len, notify, s) in bad {
-            put(inner, me, None, s, offset, &vec![0xAB; len], notify);
+        let settles = &mut Settles::default();
+        for (offset, len, notify, seg) in bad {
+            let data = vec![0xAB; len];
+            let p = PutRef {
+                queue: None,
+                seg,
+                offset,
+                data: &data,
+                notify,
+            };
+            put(inner, me, &p, settles);
         }
         notify_fn(inner, me, 1, 64, 1);
         notify_fn(inner, me, 1, 3, 0);
@@ -254,12 +309,19 @@ mod tests {
         );
         assert_eq!(g.notify_reset(SegId(1), crate::NotifyId(3)).unwrap(), 0);
         // A good request lands, data then notification.
-        put(inner, me, None, 1, 4088, &[5; 8], Some((3, 9)));
+        let good = PutRef {
+            queue: None,
+            seg: 1,
+            offset: 4088,
+            data: &[5; 8],
+            notify: Some((3, 9)),
+        };
+        put(inner, me, &good, settles);
         assert_eq!(seg.read_vec::<u8>(4088, 8).unwrap(), vec![5; 8]);
         assert_eq!(g.notify_reset(SegId(1), crate::NotifyId(3)).unwrap(), 9);
     }
 
     fn notify_fn(inner: &Inner, from: Rank, seg: u8, id: u32, value: u32) {
-        notify(inner, from, None, seg, id, value);
+        notify(inner, from, None, seg, id, value, &mut Settles::default());
     }
 }
