@@ -17,6 +17,9 @@
 #   ROUNDS          rounds (default 3); each round launches every program
 #                   once against each library, alternating which goes first.
 #   OUT             raw outputs (default target/gpi2/run-<date>).
+#   OURS_ENV        VAR=value words for our runs, e.g. GASPI_TRANSPORT=tcp
+#                   to run ours over its TCP transport too (default: the
+#                   shared-memory transport, which ranks of one host use).
 #
 # Steps: (a) install autoconf/automake/libtool if missing (Debian, root);
 # (b) build GPI-2: ./autogen.sh, ./configure --with-ethernet
@@ -30,8 +33,9 @@
 # rather than through gaspi_run, which starts every rank over ssh even on
 # one host: the processes GPI-2 runs are the same; (f) print per point the
 # median over rounds of each round's median, the spread (lowest p10 and
-# highest p90 over rounds), and the ratio (GPI-2 time / ours; for
-# bandwidth ours / GPI-2: above 1 means ours is faster).
+# highest p90 over rounds), and the ratio GPI-2 time / ours (write-bw:
+# time per write, i.e. the bandwidth ratio; above 1 means ours is faster).
+# JOIN_ONLY=DIR only prints the table of the raw outputs in DIR.
 #
 # Exit status: 0 if ours is faster at every point, 1 if not, 2 on setup
 # errors.
@@ -50,6 +54,56 @@ gpi2_lib() {
         if [ -e "$d/libGPI2.so" ]; then echo "$d"; return; fi
     done
 }
+
+join() {
+    python3 - "$1" <<'PY'
+import glob, os, re, statistics, sys
+out = sys.argv[1]
+pts = {}  # (lib, bench, size) -> list of (median, p10, p90) per round
+for f in sorted(glob.glob(os.path.join(out, "*.txt"))):
+    lib = os.path.basename(f).split("-")[0]
+    for line in open(f, errors="replace"):
+        m = re.match(r"(\S+) size=(\d+) (.*)", line)
+        if not m:
+            continue
+        kv = dict(x.split("=") for x in m.group(3).split() if "=" in x)
+        bench, size = m.group(1), int(m.group(2))
+        if "median_us" in kv:
+            v = (float(kv["median_us"]), float(kv["p10_us"]), float(kv["p90_us"]))
+        else:
+            continue
+        pts.setdefault((lib, bench, size), []).append(v)
+keys = sorted({(b, s) for (_, b, s) in pts}, key=lambda k: (k[0], k[1]))
+print(f"| bench | size | ours median [p10, p90] | GPI-2 1.6 TCP median [p10, p90] | ratio (>1: ours faster) | rounds |")
+print("|---|---:|---:|---:|---:|---:|")
+worse = 0
+for b, s in keys:
+    o, g = pts.get(("ours", b, s)), pts.get(("gpi2", b, s))
+    def fmt(v):
+        # write-bw: time per write, and the bandwidth of the median
+        if not v:
+            return "missing"
+        med = statistics.median(x[0] for x in v)
+        bw = f" ({s / med * 1e-3:.3g} GB/s)" if b == "write-bw" else ""
+        return f"{med:.3f} [{min(x[1] for x in v):.3f}, {max(x[2] for x in v):.3f}] us{bw}"
+    if o and g:
+        om, gm = statistics.median(x[0] for x in o), statistics.median(x[0] for x in g)
+        ratio = gm / om
+        worse += ratio <= 1
+        r = f"{ratio:.1f}x"
+    else:
+        worse += 1
+        r = "-"
+    sz = f"{s} doubles" if b == "allreduce" else ("-" if b == "barrier" else f"{s} B")
+    print(f"| {b} | {sz} | {fmt(o)} | {fmt(g)} | {r} | {min(len(o or []), len(g or []))} |")
+print(f"\nraw outputs: {out}")
+sys.exit(1 if worse else 0)
+PY
+}
+if [ -n "${JOIN_ONLY:-}" ]; then
+    join "$JOIN_ONLY"
+    exit $?
+fi
 
 # (a), (b) GPI-2
 if [ -z "$(gpi2_lib)" ] || [ "${GPI2_REBUILD:-0}" = 1 ]; then
@@ -80,7 +134,9 @@ if [ -z "$(gpi2_lib)" ] || [ "${GPI2_REBUILD:-0}" = 1 ]; then
     ) >"$BUILD/build.log" 2>&1 || { echo "GPI-2 build failed: $BUILD/build.log" >&2; exit 2; }
 fi
 GPI2_LIB=$(gpi2_lib)
-echo "GPI-2: $GPI2_PREFIX ($(grep -h VERSION "$GPI2_PREFIX/include/GPI2_VERSION.h" 2>/dev/null | head -1 || true))"
+v=$(sed -n 's/^#define GASPI_\(MAJOR_VERSION\|MINOR_VERSION\|REVISION\) (\([0-9]*\))/\2/p' \
+    "$GPI2_PREFIX/include/GPI2_VERSION.h" 2>/dev/null | paste -sd. || true)
+echo "GPI-2 ${v:-(version unknown)}: $GPI2_PREFIX"
 
 # (c) ours
 (cd "$ROOT" && cargo build --release -q -p gaspi-capi -p gaspi --bin gaspi-run)
@@ -97,7 +153,8 @@ done
 hostname >"$BUILD/machinefile"
 hostname >>"$BUILD/machinefile"
 
-run_ours() { timeout 300 "$ROOT/target/release/gaspi-run" -n 2 "$BUILD/ours/$1" ${2:-}; }
+# shellcheck disable=SC2086 # OURS_ENV is a list of VAR=value words
+run_ours() { env ${OURS_ENV:-} timeout 300 "$ROOT/target/release/gaspi-run" -n 2 "$BUILD/ours/$1" ${2:-}; }
 run_gpi2() {
     local pids=() rc=0
     for r in 0 1; do
@@ -126,47 +183,4 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 # (f) join
-python3 - "$OUT" "$ROUNDS" <<'PY'
-import glob, os, re, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-pts = {}  # (lib, bench, size) -> list of (median, p10, p90) per round
-for f in sorted(glob.glob(os.path.join(out, "*.txt"))):
-    lib = os.path.basename(f).split("-")[0]
-    for line in open(f, errors="replace"):
-        m = re.match(r"(\S+) size=(\d+) (.*)", line)
-        if not m:
-            continue
-        kv = dict(x.split("=") for x in m.group(3).split() if "=" in x)
-        bench, size = m.group(1), int(m.group(2))
-        if bench == "write-bw":
-            v = (float(kv["median_gbs"]), float(kv["p10_gbs"]), float(kv["p90_gbs"]))
-        elif "median_us" in kv:
-            v = (float(kv["median_us"]), float(kv["p10_us"]), float(kv["p90_us"]))
-        else:
-            continue
-        pts.setdefault((lib, bench, size), []).append(v)
-keys = sorted({(b, s) for (_, b, s) in pts}, key=lambda k: (k[0], k[1]))
-print(f"| bench | size | ours median [p10, p90] | GPI-2 1.6 TCP median [p10, p90] | ratio (>1: ours faster) | rounds |")
-print("|---|---:|---:|---:|---:|---:|")
-worse = 0
-for b, s in keys:
-    o, g = pts.get(("ours", b, s)), pts.get(("gpi2", b, s))
-    unit = "GB/s" if b == "write-bw" else "us"
-    def fmt(v):
-        if not v:
-            return "missing"
-        med = statistics.median(x[0] for x in v)
-        return f"{med:.3f} [{min(x[1] for x in v):.3f}, {max(x[2] for x in v):.3f}] {unit}"
-    if o and g:
-        om, gm = statistics.median(x[0] for x in o), statistics.median(x[0] for x in g)
-        ratio = om / gm if b == "write-bw" else gm / om
-        worse += ratio <= 1
-        r = f"{ratio:.1f}x"
-    else:
-        worse += 1
-        r = "-"
-    sz = f"{s} doubles" if b == "allreduce" else ("-" if b == "barrier" else f"{s} B")
-    print(f"| {b} | {sz} | {fmt(o)} | {fmt(g)} | {r} | {min(len(o or []), len(g or []))} |")
-print(f"\nraw outputs: {out}")
-sys.exit(1 if worse else 0)
-PY
+join "$OUT"
