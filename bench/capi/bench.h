@@ -48,14 +48,14 @@ static inline double now_s (void)
   return (double) t.tv_sec + (double) t.tv_nsec * 1e-9;
 }
 
-static int cmp_double (const void *a, const void *b)
+static inline int cmp_double (const void *a, const void *b)
 {
   double x = *(const double *) a, y = *(const double *) b;
   return (x > y) - (x < y);
 }
 
 /* Sorts v and returns its q-quantile (nearest rank). */
-static double quantile (double *v, int n, double q)
+static inline double quantile (double *v, int n, double q)
 {
   qsort (v, (size_t) n, sizeof v[0], cmp_double);
   int i = (int) (q * (n - 1) + 0.5);
@@ -65,7 +65,7 @@ static double quantile (double *v, int n, double q)
 /* Iterations per batch so that one batch lasts about TARGET_BATCH_S,
    from `seconds` measured for `probe` iterations on this rank; both ranks
    get the same count (the larger of their wishes). */
-static long agree_iters (double seconds, long probe, long lo, long hi)
+static inline long agree_iters (double seconds, long probe, long lo, long hi)
 {
   double per = seconds / (double) probe;
   long want = per > 0 ? (long) (TARGET_BATCH_S / per) : hi;
@@ -80,7 +80,7 @@ static long agree_iters (double seconds, long probe, long lo, long hi)
 }
 
 /* Prints one point: per-batch microseconds per operation in us[]. */
-static void report (const char *bench, unsigned long size, double *us, long iters)
+static inline void report (const char *bench, unsigned long size, double *us, long iters)
 {
   double m = quantile (us, BATCHES, 0.5), p10 = quantile (us, BATCHES, 0.1),
          p90 = quantile (us, BATCHES, 0.9);
@@ -89,7 +89,7 @@ static void report (const char *bench, unsigned long size, double *us, long iter
   fflush (stdout);
 }
 
-static void init_two (gaspi_rank_t *rank)
+static inline void init_two (gaspi_rank_t *rank)
 {
   gaspi_rank_t num;
   OK (gaspi_proc_init (GASPI_BLOCK));
