@@ -93,7 +93,9 @@ pub extern "C" fn gaspi_barrier(g: gaspi_group_t, timeout_ms: gaspi_timeout_t) -
 }
 
 /// `gaspi_allreduce` over elements of type `T`: copies in (the C buffers
-/// need not be aligned for `T`), reduces, copies out.
+/// need not be aligned for `T`), reduces, copies out. The copies live on
+/// the stack (`num` is at most `ALLREDUCE_ELEM_MAX`, 2 KiB of 8-byte
+/// elements): no allocation per call.
 fn allreduce_as<T: Reducible>(
     rt: &Runtime,
     send: *const c_void,
@@ -105,19 +107,21 @@ fn allreduce_as<T: Reducible>(
 ) -> Ret {
     let send = send as *const T;
     let recv = recv as *mut T;
-    let input: Vec<T> = (0..num)
+    let mut input = [T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX];
+    let mut output = [T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX];
+    let (input, output) = (&mut input[..num], &mut output[..num]);
+    for (i, x) in input.iter_mut().enumerate() {
         // SAFETY: buffer_send holds `num` elements of the datatype
         // (GASPI.h's contract), is not null (checked by the caller), and
         // read_unaligned asks no alignment.
-        .map(|i| unsafe { send.add(i).read_unaligned() })
-        .collect();
-    let mut output = input.clone();
+        *x = unsafe { send.add(i).read_unaligned() };
+    }
     rt.gaspi
-        .allreduce(&input, &mut output, op, g, timeout_of(timeout))?;
-    for (i, v) in output.into_iter().enumerate() {
+        .allreduce(input, output, op, g, timeout_of(timeout))?;
+    for (i, v) in output.iter().enumerate() {
         // SAFETY: buffer_receive holds `num` elements (GASPI.h), is not
         // null (checked by the caller); write_unaligned asks no alignment.
-        unsafe { recv.add(i).write_unaligned(v) };
+        unsafe { recv.add(i).write_unaligned(*v) };
     }
     Ok(())
 }
