@@ -7,9 +7,10 @@
 //! and reports millions of vectors per second per batch size, beside the
 //! figures of the GPUrdma paper (K40 over InfiniBand).
 //!
-//! Several batches are in flight (`--slots`, default 8): rank 0 refills a
-//! slot as soon as its product came back, so the link never idles. Each
-//! slot has its own queue, so refilling one never waits for another's copy.
+//! Several batches are in flight (`--slots`, default one per core, 4 to
+//! 16): rank 0 refills a slot as soon as its product came back, so the
+//! link never idles. Each slot has its own queue, so refilling one never
+//! waits for another's copy.
 //!
 //! Modes of rank 1:
 //! - `host`: rank 1's segment is GPU memory; a CPU thread waits in
@@ -70,9 +71,12 @@ struct Args {
     /// (at least `slots` batches either way).
     #[arg(long, default_value_t = 0.5)]
     seconds: f64,
-    /// Batches in flight (at most the number of queues).
-    #[arg(long, default_value_t = 8)]
-    slots: usize,
+    /// Batches in flight, each with its own queue and feeder thread on
+    /// rank 0 (at most 16, the queue limit). Default: the cores of the
+    /// host, between 4 and 16: rank 0's feeders check every product, and
+    /// at large batches that work is what limits the job.
+    #[arg(long)]
+    slots: Option<usize>,
     /// One JSON line per (mode, batch).
     #[arg(long)]
     json: bool,
@@ -85,6 +89,12 @@ struct Args {
 }
 
 /// Where things are in both ranks' segments.
+///
+/// Rank 0's segment also holds the pool of distinct input batches (see
+/// `feed`) after the sync words, so a batch goes out with `write_notify`
+/// straight from where it lies: no copy into a send slot per batch. The
+/// pool area exists in rank 1's segment too (both are made by one
+/// `segment_create`) and is unused there.
 #[derive(Clone, Copy)]
 struct Layout {
     slots: usize,
@@ -105,8 +115,17 @@ impl Layout {
     fn sync(&self) -> u64 {
         self.matrix() + (N * N * 4) as u64
     }
+    /// Input batch `p` of rank 0's pool (`pool_len` of them).
+    fn pool(&self, p: usize) -> u64 {
+        self.sync() + 4096 + p as u64 * self.slot_bytes
+    }
+    /// One more input than slots: a slot never gets the same input twice
+    /// in a row, so a stale product cannot pass the check.
+    fn pool_len(&self) -> usize {
+        self.slots + 1
+    }
     fn bytes(&self) -> u64 {
-        self.sync() + 4096
+        self.pool(self.pool_len())
     }
     fn product_id(&self, slot: usize) -> NotifyId {
         NotifyId((self.slots + slot) as u32)
@@ -119,6 +138,8 @@ struct Row {
     batch: usize,
     mvps: f64,
     max_err: f32,
+    /// Share of rank 0's feeder time spent posting and checking.
+    busy: f64,
 }
 
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -145,7 +166,18 @@ fn as_bytes(v: &[f32]) -> &[u8] {
 fn main() -> Res {
     gaspi::init_logging();
     let args = Args::parse();
-    let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(2))?;
+    let mut config = Config::from_env()?.standalone_ranks(2);
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let slots = args.slots.unwrap_or(cores.clamp(4, 16));
+    // A queue per slot: more slots than the configured queues raise them
+    // (up to the maximum); GASPI_QUEUE_NUM above that is kept.
+    let wanted = u32::try_from(slots)
+        .unwrap_or(u32::MAX)
+        .min(config.queue_max);
+    if wanted > config.queue_num {
+        config = config.queue_num(wanted);
+    }
+    let gaspi = Gaspi::init(config)?;
     if gaspi.size() < 2 {
         return Err(
             "matvec needs 2 ranks (start it without a launcher, or with gaspi-run -n 2)".into(),
@@ -158,7 +190,9 @@ fn main() -> Res {
         args.batch.clone()
     };
     let max_batch = *batches.iter().max().unwrap_or(&480);
-    let slots = args.slots.clamp(1, gaspi.config().queue_num as usize);
+    // Both ranks must lay their segments out alike: the fewest slots any
+    // rank asked for (their hosts may have different core counts).
+    let slots = agree_min(&gaspi, slots.clamp(1, gaspi.config().queue_num as usize))?;
     let layout = Layout {
         slots,
         slot_bytes: (max_batch * VEC_BYTES) as u64,
@@ -238,6 +272,19 @@ fn main() -> Res {
     Ok(())
 }
 
+/// The smallest `n` of every rank (allreduce min).
+fn agree_min(gaspi: &Gaspi, n: usize) -> Res<usize> {
+    let mut v = [0.0f64];
+    gaspi.allreduce(
+        &[n as f64],
+        &mut v,
+        gaspi::ReduceOp::Min,
+        Group::ALL,
+        Timeout::Ms(60_000),
+    )?;
+    Ok(v[0] as usize)
+}
+
 /// Rank 1's host-to-device bandwidth in GB/s, to rank 0 (allreduce max).
 fn share_ceiling(gaspi: &Gaspi, mine: Option<f64>) -> Res<Option<f64>> {
     let mut v = [0.0f64];
@@ -263,8 +310,14 @@ fn report(rows: &[Row], ceiling: Option<f64>, args: &Args) -> Res {
     }
     if !args.json {
         println!(
-            "\n{:<6} {:>7} {:>12} {:>12} {:>14} {:>16}",
-            "mode", "batch", "M vectors/s", "max rel err", "paper: GPI-2", "paper: GPUrdma"
+            "\n{:<6} {:>7} {:>12} {:>12} {:>12} {:>14} {:>16}",
+            "mode",
+            "batch",
+            "M vectors/s",
+            "max rel err",
+            "rank 0 busy",
+            "paper: GPI-2",
+            "paper: GPUrdma"
         );
         for r in rows {
             let paper = PAPER.iter().find(|p| p.0 == r.batch);
@@ -272,11 +325,15 @@ fn report(rows: &[Row], ceiling: Option<f64>, args: &Args) -> Res {
                 (format!("{:.1}", p.1), format!("{:.1}", p.2))
             });
             println!(
-                "{:<6} {:>7} {:>12.2} {:>12.2e} {g:>14} {d:>16}",
-                r.mode, r.batch, r.mvps, r.max_err
+                "{:<6} {:>7} {:>12.2} {:>12.2e} {:>11.0}% {g:>14} {d:>16}",
+                r.mode,
+                r.batch,
+                r.mvps,
+                r.max_err,
+                r.busy * 100.0
             );
         }
-        println!("(host: a kernel launch per batch; gpu: one persistent kernel; cpu: rank 1's work done by a CPU loop, no GPU in this run; paper: GPUrdma, K40 over InfiniBand)");
+        println!("(host: a kernel launch per batch; gpu: one persistent kernel; cpu: rank 1's work done by a CPU loop, no GPU in this run; rank 0 busy: share of its feeders' time spent posting and checking, the rest waiting for products; paper: GPUrdma, K40 over InfiniBand)");
         if let Some(gbps) = ceiling {
             println!(
                 "physical ceiling: {} bytes per vector over {gbps:.1} GB/s host-to-device (measured in this run) = {:.0} M vectors/s",
@@ -313,6 +370,11 @@ enum Amount {
 /// sends batches s, s + slots, s + 2 slots, ... and checks each product
 /// before it sends the next, so sending, waiting and checking of different
 /// slots overlap, and the check of one batch never holds up the others.
+///
+/// Rank 0 touches as little memory per batch as it can, because at large
+/// batches its memory traffic is what limits the job (a batch of 15360 is
+/// 2 MiB each way): inputs go out from the pool in the segment, products
+/// are checked where they landed, against the reference alone.
 #[allow(clippy::too_many_arguments)]
 fn feed(
     gaspi: &Gaspi,
@@ -325,14 +387,11 @@ fn feed(
     json: bool,
 ) -> Res<Row> {
     let slots = layout.slots;
-    // A pool of distinct input batches with their reference products; one
-    // more than the slots, so a slot never gets the same input twice in a
-    // row and a stale product cannot pass the check.
+    // The pool of distinct input batches, written into the segment once,
+    // and their reference products.
     let m = matrix();
-    let pool = slots + 1;
-    let mut inputs = Vec::with_capacity(pool);
-    let mut refs = Vec::with_capacity(pool);
-    for p in 0..pool {
+    let mut refs = Vec::with_capacity(layout.pool_len());
+    for p in 0..layout.pool_len() {
         let x: Vec<f32> = (0..batch * N)
             .map(|i| (((i * 31 + p * 17) % 97) as f32 - 48.0) / 16.0)
             .collect();
@@ -340,10 +399,8 @@ fn feed(
         for v in 0..batch {
             matvec(&m, &x[v * N..(v + 1) * N], &mut y[v * N..(v + 1) * N]);
         }
-        // Store 1 / max(|y|, 1): the check multiplies instead of dividing.
-        let scale: Vec<f32> = y.iter().map(|b| 1.0 / b.abs().max(1.0)).collect();
-        inputs.push(x);
-        refs.push((y, scale));
+        seg.write(layout.pool(p) as usize, &x)?;
+        refs.push(y);
     }
     for s in 0..slots {
         gaspi.notify_reset(id, layout.product_id(s))?;
@@ -361,13 +418,13 @@ fn feed(
         Amount::Batches(n) => (n, None),
         Amount::For(d) => (usize::MAX, Some(start + d)),
     };
-    let errs: Vec<Result<(f32, usize), String>> = std::thread::scope(|scope| {
+    let results: Vec<Result<SlotReport, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..slots)
             .map(|slot| {
-                let (inputs, refs, bar) = (&inputs, &refs, &bar);
+                let (refs, bar) = (&refs, &bar);
                 scope.spawn(move || {
                     feed_slot(
-                        gaspi, seg, id, layout, batch, nbatches, until, slot, inputs, refs, bar,
+                        gaspi, seg, id, layout, batch, nbatches, until, slot, refs, bar,
                     )
                     .map_err(|e| e.to_string())
                 })
@@ -384,31 +441,58 @@ fn feed(
     }
     gaspi.notify(Rank(1), id, STOP, 1, Queue(0))?;
     gaspi.wait(Queue(0), Timeout::Block)?;
-    let mut max_err = 0f32;
-    let mut nbatches = 0;
-    for e in errs {
-        let (err, sent) = e?;
-        max_err = max_err.max(err);
-        nbatches += sent;
+    let mut total = SlotReport::default();
+    for r in results {
+        total.add(&r?);
     }
-    let mvps = (nbatches * batch) as f64 / secs / 1e6;
+    let mvps = (total.sent * batch) as f64 / secs / 1e6;
+    // Where rank 0's feeders spent the run, as fractions of slots x run
+    // time: posting (wait for the queue + write_notify), waiting for the
+    // product, checking it. Mostly waiting: rank 1 or the link limits the
+    // job; mostly posting or checking: rank 0 does.
+    let share = |d: std::time::Duration| d.as_secs_f64() / (secs * slots as f64);
     if json {
         println!(
             "{}",
-            serde_json::json!({"mode": mode, "batch": batch, "mvecs_per_s": mvps, "max_rel_err": max_err, "vectors": nbatches * batch, "slots": slots})
+            serde_json::json!({"mode": mode, "batch": batch, "mvecs_per_s": mvps,
+                "max_rel_err": total.max_err, "vectors": total.sent * batch, "slots": slots,
+                "rank0_post": share(total.post), "rank0_wait": share(total.wait),
+                "rank0_check": share(total.check)})
         );
     }
     Ok(Row {
         mode,
         batch,
         mvps,
-        max_err,
+        max_err: total.max_err,
+        busy: share(total.post) + share(total.check),
     })
+}
+
+/// What one feeder thread did: batches sent, largest relative error, and
+/// where its time went.
+#[derive(Default)]
+struct SlotReport {
+    sent: usize,
+    max_err: f32,
+    post: std::time::Duration,
+    wait: std::time::Duration,
+    check: std::time::Duration,
+}
+
+impl SlotReport {
+    fn add(&mut self, o: &SlotReport) {
+        self.sent += o.sent;
+        self.max_err = self.max_err.max(o.max_err);
+        self.post += o.post;
+        self.wait += o.wait;
+        self.check += o.check;
+    }
 }
 
 /// The thread of one slot (see `feed`): batches slot, slot + slots, ...
 /// below `nbatches`, and only while `until` has not passed (the first batch
-/// always); returns its largest relative error and how many it sent.
+/// always).
 #[allow(clippy::too_many_arguments)]
 fn feed_slot(
     gaspi: &Gaspi,
@@ -419,29 +503,30 @@ fn feed_slot(
     nbatches: usize,
     until: Option<Instant>,
     slot: usize,
-    inputs: &[Vec<f32>],
-    refs: &[(Vec<f32>, Vec<f32>)],
+    refs: &[Vec<f32>],
     bar: &Option<indicatif::ProgressBar>,
-) -> Res<(f32, usize)> {
-    let (slots, pool) = (layout.slots, inputs.len());
+) -> Res<SlotReport> {
+    let (slots, pool) = (layout.slots, refs.len());
     let queue = Queue(slot as u32);
     let bytes = (batch * VEC_BYTES) as u64;
     let pid = layout.product_id(slot);
-    let mut got = vec![0f32; batch * N];
-    let mut max_err = 0f32;
-    let mut sent = 0;
+    let product = layout.product(slot);
+    if !matches!(seg.memory(), Memory::Host) || product + bytes > seg.size() as u64 {
+        return Err("rank 0's product slots must lie in its host segment".into());
+    }
+    let mut r = SlotReport::default();
     for k in (slot..nbatches).step_by(slots) {
-        if sent > 0 && until.is_some_and(|u| Instant::now() >= u) {
+        let t0 = Instant::now();
+        if r.sent > 0 && until.is_some_and(|u| t0 >= u) {
             break;
         }
-        sent += 1;
+        r.sent += 1;
         // The slot's previous copy is complete (its product came back);
         // this settles the queue's books.
         gaspi.wait(queue, Timeout::Block)?;
-        seg.write(layout.input(slot) as usize, &inputs[k % pool])?;
         gaspi.write_notify(
             id,
-            layout.input(slot),
+            layout.pool(k % pool),
             Rank(1),
             id,
             layout.input(slot),
@@ -450,8 +535,10 @@ fn feed_slot(
             k as u32 + 1,
             queue,
         )?;
+        let t1 = Instant::now();
         gaspi.notify_waitsome(id, pid, 1, Timeout::Ms(30_000))?;
         let seq = gaspi.notify_reset(id, pid)?;
+        let t2 = Instant::now();
         if seq != k as u32 + 1 {
             return Err(format!(
                 "slot {slot}: product of batch {} arrived, expected {k}",
@@ -459,40 +546,47 @@ fn feed_slot(
             )
             .into());
         }
-        seg.read(layout.product(slot) as usize, &mut got)?;
-        let (want, scale) = &refs[k % pool];
-        let err = max_rel_err(&got, want, scale);
+        // SAFETY: the range lies inside rank 0's host segment (checked
+        // above) and is 128-byte aligned in a page-aligned mapping, so it
+        // is valid, aligned f32 memory. Only rank 1 writes it, and only
+        // after this slot's next input goes out: its products for batch k
+        // are complete (notification k + 1, stored after them), and
+        // nothing writes the range until the next `write_notify` of this
+        // thread, after the slice's last use.
+        let got = unsafe {
+            std::slice::from_raw_parts(seg.as_ptr().add(product as usize) as *const f32, batch * N)
+        };
+        let err = max_rel_err(got, &refs[k % pool]);
         if err.is_nan() || err > MAX_REL_ERR {
             return Err(format!("batch {k}: relative error {err:e} above {MAX_REL_ERR:e}").into());
         }
-        max_err = max_err.max(err);
+        r.max_err = r.max_err.max(err);
         if let Some(b) = bar {
             b.inc(1);
         }
+        let t3 = Instant::now();
+        r.post += t1 - t0;
+        r.wait += t2 - t1;
+        r.check += t3 - t2;
     }
-    Ok((max_err, sent))
+    Ok(r)
 }
 
-/// max |got - want| / max(|want|, 1), with `scale` = 1 / max(|want|, 1);
-/// NaN when a product is NaN. Eight lanes, so the compiler vectorises it.
-fn max_rel_err(got: &[f32], want: &[f32], scale: &[f32]) -> f32 {
+/// max |got - want| / max(|want|, 1); NaN when a product is NaN. Eight
+/// lanes, so the compiler vectorises it.
+fn max_rel_err(got: &[f32], want: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let mut nan = false;
-    let (g8, w8, s8) = (
-        got.chunks_exact(8),
-        want.chunks_exact(8),
-        scale.chunks_exact(8),
-    );
-    for ((g, w), s) in g8.zip(w8).zip(s8) {
+    for (g, w) in got.chunks_exact(8).zip(want.chunks_exact(8)) {
         for i in 0..8 {
-            let e = (g[i] - w[i]).abs() * s[i];
+            let e = (g[i] - w[i]).abs() / w[i].abs().max(1.0);
             nan |= e.is_nan();
             acc[i] = if e > acc[i] { e } else { acc[i] };
         }
     }
     let tail = got.len() / 8 * 8;
     for i in tail..got.len() {
-        let e = (got[i] - want[i]).abs() * scale[i];
+        let e = (got[i] - want[i]).abs() / want[i].abs().max(1.0);
         nan |= e.is_nan();
         acc[0] = acc[0].max(e);
     }
@@ -903,5 +997,25 @@ mod plot {
             .draw()?;
         root.present()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_rel_err;
+
+    #[test]
+    fn the_check_sees_one_wrong_element_anywhere_and_nan() {
+        // 37 elements: the 8-lane loop and the tail both covered.
+        let want: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) * 0.75).collect();
+        assert_eq!(max_rel_err(&want, &want), 0.0);
+        for i in 0..want.len() {
+            let mut got = want.clone();
+            got[i] += 0.01 * want[i].abs().max(1.0);
+            let e = max_rel_err(&got, &want);
+            assert!((e - 0.01).abs() < 1e-4, "element {i}: {e}");
+            got[i] = f32::NAN;
+            assert!(max_rel_err(&got, &want).is_nan(), "NaN at {i} missed");
+        }
     }
 }
