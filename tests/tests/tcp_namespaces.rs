@@ -94,10 +94,12 @@ fn rank_commands(
 }
 
 #[test]
-fn a_job_across_two_hosts_mixes_shared_memory_and_tcp() {
-    let hosts = match NetNamespaces::create(2) {
+fn a_job_across_four_hosts_mixes_shared_memory_and_tcp() {
+    // Four hosts of two ranks each: every rank has a shared-memory
+    // neighbour and six TCP peers.
+    let hosts = match NetNamespaces::create(4) {
         Ok(h) => h,
-        Err(why) => return skip("a_job_across_two_hosts_mixes_shared_memory_and_tcp", &why),
+        Err(why) => return skip("a_job_across_four_hosts_mixes_shared_memory_and_tcp", &why),
     };
     across(&hosts, 2, &rank_bin!(), &["all-to-all", "--rounds", "3"]);
     across(&hosts, 2, &rank_bin!(), &["ordering", "--iters", "20"]);
