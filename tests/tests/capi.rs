@@ -237,3 +237,55 @@ fn survivors_of_a_killed_rank_get_gaspi_error_and_a_corrupt_state_without_hangin
         );
     }
 }
+
+/// The GPU programs of `tests/capi/gpu/` (a `cudaMalloc`'d buffer bound as
+/// a segment; a kernel answering with the device API through
+/// `gaspi_device_context`) need nvcc and a GPU. Where both exist they run
+/// here through `tests/capi/gpu/run.sh`; elsewhere the test says so and
+/// skips (they run on the GPU machine through `bench/gpu/run-all.sh`).
+#[test]
+fn gpu_programs_run_where_there_is_a_gpu() {
+    let gpu = Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let nvcc = Command::new("nvcc").arg("--version").output().is_ok();
+    if !gpu || !nvcc {
+        return skip(
+            "capi gpu programs",
+            "no GPU or no nvcc on this machine; tests/capi/gpu/run.sh runs them on a GPU \
+             machine (bench/gpu/run-all.sh)",
+        );
+    }
+    let dir = TempDir::new("capi-gpu");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src/gpu")).unwrap();
+    let lib = capi_library(&rank_bin!());
+    std::fs::copy(&lib, d.join("libGPI2.so")).unwrap();
+    std::fs::copy(gaspi_run(&rank_bin!()), d.join("gaspi-run")).unwrap();
+    std::os::unix::fs::symlink(root().join("runtime/capi/include"), d.join("include")).unwrap();
+    std::fs::copy(root().join("tests/capi/check.h"), d.join("src/check.h")).unwrap();
+    for f in ["bind_gpu.c", "device_kernel.cu"] {
+        std::fs::copy(
+            root().join("tests/capi/gpu").join(f),
+            d.join("src/gpu").join(f),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        root().join("gpu-kernels/cuda/gaspi_device.cuh"),
+        d.join("src/gpu/gaspi_device.cuh"),
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("tests/capi/gpu/run.sh"))
+        .arg(d)
+        .output()
+        .expect("running run.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CAPI_GPU_TESTS passed=2 failed=0"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
