@@ -111,7 +111,7 @@ fn bind(rt: &Runtime, segment_id: gaspi_segment_id_t, pointer: gaspi_pointer_t, 
     match gaspi::cuda::device_allocation(pointer as u64) {
         Ok(Some(alloc)) => {
             let end = (pointer as u64 - alloc.base).checked_add(size);
-            if !end.is_some_and(|end| end <= alloc.len as u64) {
+            if end.is_none_or(|end| end > alloc.len as u64) {
                 tracing::debug!(
                     "gaspi_segment_bind: {size} bytes at {pointer:p} run past its GPU \
                      allocation of {} bytes",

@@ -128,7 +128,7 @@ impl GpuMemory {
             )));
         };
         let end = (ptr - alloc.base).checked_add(len as u64);
-        if !end.is_some_and(|end| end <= alloc.len as u64) {
+        if end.is_none_or(|end| end > alloc.len as u64) {
             return Err(GpuError::InvalidArgument(format!(
                 "{len} bytes at {ptr:#x} run past the end of its allocation \
                  ({} bytes at {:#x})",
