@@ -79,7 +79,9 @@ fn programs() -> Option<&'static Programs> {
                 std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("symlink");
             }
             let src = root().join("tests/capi");
-            for name in ["hello", "pingpong", "families", "errors", "fault", "abi"] {
+            for name in [
+                "hello", "pingpong", "families", "errors", "fault", "abi", "profile",
+            ] {
                 let source = src.join(format!("{name}.c"));
                 compile(
                     "cc",
@@ -149,7 +151,7 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
         return skip("soname", "no nm on this machine");
     };
     let symbols = String::from_utf8_lossy(&out.stdout);
-    let headers = ["GASPI.h", "GASPI_Ext.h"]
+    let headers = ["GASPI.h", "GASPI_Ext.h", "PGASPI.h"]
         .map(|h| std::fs::read_to_string(root().join("runtime/capi/include").join(h)).unwrap())
         .join("\n");
     // Declarations start a line with their return type.
@@ -165,6 +167,14 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
         .filter(|f| f.starts_with("gaspi_") || f.starts_with("pgaspi_"))
         .collect();
     assert!(declared.len() > 85, "{declared:?}");
+    // PGASPI.h: a profiling name for every gaspi_ function but the variadic
+    // printf pair.
+    for f in declared.iter().filter(|f| f.starts_with("gaspi_")) {
+        if !matches!(*f, "gaspi_printf" | "gaspi_printf_to") {
+            let p = format!("p{f}");
+            assert!(declared.contains(&p.as_str()), "{p} is not declared");
+        }
+    }
     for f in declared {
         assert!(
             symbols.lines().any(|l| l.ends_with(&format!(" T {f}"))),
@@ -187,6 +197,11 @@ fn hello_in_c_runs_under_gaspi_run() {
 fn write_notify_ring_carries_checked_data_with_2_and_4_ranks() {
     run_checked("pingpong_2", "pingpong", 2, "200 rounds checked");
     run_checked("pingpong_4", "pingpong", 4, "200 rounds checked");
+}
+
+#[test]
+fn a_pmpi_style_profiler_wraps_calls_through_the_pgaspi_names() {
+    run_checked("profile_3", "profile", 3, "profiling checked");
 }
 
 #[test]
