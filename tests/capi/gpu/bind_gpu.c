@@ -9,7 +9,9 @@
      host segment, rank 0 checks them, and reads rank 1's GPU memory back
      with gaspi_read;
    - bad input: a range past the end of the GPU allocation gets
-     GASPI_ERR_INV_SEGSIZE with nothing bound; a malloc'd pointer on a host
+     GASPI_ERR_INV_SEGSIZE with nothing bound; managed memory is bound as a
+     host segment; cudaMallocAsync memory is bound or refused with
+     GASPI_ERR_DEVICE and nothing bound (printed); a malloc'd pointer on a host
      with a CUDA driver is still bound as a host segment, and rank 1 writes
      into it from its GPU segment.
    Prints "rank R: GPU bind checked" on success; exits 1 with the reason
@@ -107,6 +109,38 @@ main (void)
                    GASPI_ERR_INV_SEGSIZE);
       CHECK (gaspi_segment_num (&after));
       ASSERT (before == after);
+      /* Managed memory is host memory to the runtime (the CPU reaches it;
+         CUDA IPC cannot export it): bound as a host segment. */
+      void *managed = NULL;
+      CUDA (cudaMallocManaged (&managed, 4096, cudaMemAttachGlobal));
+      CHECK (gaspi_segment_bind (6, managed, 4096, 0));
+      CHECK (gaspi_segment_ptr (6, &p));
+      ASSERT (p == managed);
+      ((unsigned char *) p)[100] = 42; /* a CPU store: host memory */
+      CHECK (gaspi_segment_delete (6));
+      CUDA (cudaFree (managed));
+      /* Stream-ordered pool memory has no legacy IPC handle: either the
+         driver exports it after all, or GASPI_ERR_DEVICE with nothing
+         bound. Which one is printed. */
+      void *pooled = NULL;
+      CUDA (cudaMallocAsync (&pooled, 1 << 20, 0));
+      CUDA (cudaStreamSynchronize (0));
+      gaspi_return_t pool = gaspi_segment_bind (7, pooled, 1 << 20, 0);
+      CHECK (gaspi_segment_num (&after));
+      if (pool == GASPI_SUCCESS)
+        {
+          ASSERT (after == before + 1);
+          CHECK (gaspi_segment_delete (7));
+        }
+      else
+        {
+          EXPECT_CODE (pool, GASPI_ERR_DEVICE);
+          ASSERT (after == before);
+        }
+      printf ("rank 1: cudaMallocAsync memory bound: %s\n",
+              gaspi_error_str (pool));
+      CUDA (cudaFreeAsync (pooled, 0));
+      CUDA (cudaStreamSynchronize (0));
       /* The whole buffer: a GPU segment, used collectively. */
       CHECK (gaspi_segment_use (0, gpu, GPU_BYTES, GASPI_GROUP_ALL,
                                 GASPI_BLOCK, 0));
