@@ -304,3 +304,60 @@ fn gpu_programs_run_where_there_is_a_gpu() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The Fortran module (`runtime/capi/fortran/gaspi.f90`, iso_c_binding
+/// interfaces) and a Fortran program using it (`tests/capi/fortran/ring.f90`:
+/// a checked write_notify ring, a list write, allreduce, an atomic, group
+/// queries, error codes), run with 3 ranks. Skipped without gfortran.
+#[test]
+fn fortran_programs_use_the_module() {
+    let Some(p) = programs() else {
+        return skip("fortran", "no C compiler (cc) on this machine");
+    };
+    if Command::new("gfortran").arg("--version").output().is_err() {
+        return skip("fortran", "no gfortran on this machine");
+    }
+    let modules = TempDir::new("fortran-mod");
+    let exe = p.get("fortran_ring");
+    let out = Command::new("gfortran")
+        .args(["-std=f2008", "-Wall", "-Werror", "-O2", "-J"])
+        .arg(modules.path())
+        .arg(root().join("runtime/capi/fortran/gaspi.f90"))
+        .arg(root().join("tests/capi/fortran/ring.f90"))
+        .arg("-L")
+        .arg(p.dir.path())
+        .arg("-lGPI2")
+        .arg(format!("-Wl,-rpath,{}", p.dir.path().display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("running gfortran");
+    assert!(
+        out.status.success(),
+        "gfortran failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Job::new(&exe, 3).run();
+    run.assert_success();
+    assert_eq!(run.stdout_lines_with("fortran checked"), 3, "{}", run.dump());
+}
+
+/// The committed Fortran module is what its generator writes from the
+/// headers, so it binds every function they declare (but the documented
+/// exceptions). Skipped without python3.
+#[test]
+fn the_fortran_module_is_generated_from_the_headers() {
+    let out = Command::new("python3")
+        .arg(root().join("runtime/capi/fortran/gen_gaspi_f90.py"))
+        .arg("--check")
+        .current_dir(root())
+        .output();
+    match out {
+        Err(_) => skip("fortran module", "no python3 on this machine"),
+        Ok(out) => assert!(
+            out.status.success(),
+            "runtime/capi/fortran/gaspi.f90 differs from what gen_gaspi_f90.py writes \
+             (run it from the repository root): {out:?}"
+        ),
+    }
+}
