@@ -339,7 +339,12 @@ fn fortran_programs_use_the_module() {
     );
     let run = Job::new(&exe, 3).run();
     run.assert_success();
-    assert_eq!(run.stdout_lines_with("fortran checked"), 3, "{}", run.dump());
+    assert_eq!(
+        run.stdout_lines_with("fortran checked"),
+        3,
+        "{}",
+        run.dump()
+    );
 }
 
 /// The committed Fortran module is what its generator writes from the

@@ -74,6 +74,8 @@ pub extern "C" fn gaspi_segment_create(
     })
 }
 
+/// gaspi-rs extension (GASPI_Ext.h): `gaspi_segment_alloc` of a segment in
+/// the memory of CUDA device `device`.
 #[no_mangle]
 pub extern "C" fn gaspi_segment_alloc_gpu(
     segment_id: gaspi_segment_id_t,
@@ -87,6 +89,8 @@ pub extern "C" fn gaspi_segment_alloc_gpu(
     })
 }
 
+/// gaspi-rs extension (GASPI_Ext.h): `gaspi_segment_create` of a segment in
+/// the memory of CUDA device `device`.
 #[no_mangle]
 pub extern "C" fn gaspi_segment_create_gpu(
     segment_id: gaspi_segment_id_t,
