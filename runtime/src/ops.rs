@@ -565,16 +565,15 @@ impl Gaspi {
                     "{seg} in the memory of GPU {device}; notification words {}",
                     inner.config.gpu_notifications
                 );
-                self.gpu_segment_setup(s)?
+                self.gpu_segment_setup(s, device)?
             }
         };
         self.install(s)
     }
 
     /// What every GPU segment of this rank gets before it is installed.
-    fn gpu_segment_setup(&self, mut s: LocalSegment) -> Result<LocalSegment> {
+    fn gpu_segment_setup(&self, mut s: LocalSegment, device: u32) -> Result<LocalSegment> {
         let inner = &self.inner;
-        let device = s.device().expect("a GPU segment has a device");
         // The first GPU segment's device carries this rank's copies
         // unless the config names another.
         let home = *inner
@@ -624,11 +623,12 @@ impl Gaspi {
                 config.effective_spin(),
             )?
         };
+        let device = s.device().unwrap_or_default();
         tracing::info!(
-            "{seg} bound to {size} bytes of user memory of GPU {}; notification words host-mapped",
-            s.device().unwrap_or_default()
+            "{seg} bound to {size} bytes of user memory of GPU {device}; \
+             notification words host-mapped"
         );
-        let s = self.gpu_segment_setup(s)?;
+        let s = self.gpu_segment_setup(s, device)?;
         self.install(s)
     }
 
