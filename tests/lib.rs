@@ -73,6 +73,17 @@ pub fn capi_library(rank_bin: &Path) -> PathBuf {
     build_target(rank_bin, &["-p", "gaspi-capi"], "libGPI2.so").unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `gaspi_run`, the GPI-2 style launcher of the `gaspi` package, built like
+/// [`gaspi_run`] into the same target directory and profile as `rank_bin`.
+pub fn gpi2_launcher(rank_bin: &Path) -> PathBuf {
+    build_target(
+        rank_bin,
+        &["-p", "gaspi", "--bin", "gaspi_run"],
+        "gaspi_run",
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
     build_target(
         rank_bin,

@@ -41,7 +41,14 @@ if [ -x ./matvec ]; then
     # PLOT_DIR: where matvec's --plot PNG goes (default DIR).
     timeout 300 ./matvec --json --plot "${PLOT_DIR:-.}/matvec.png" 2>&1 | grep -E '^\{' || echo '{"bench":"matvec","note":"failed"}'
 fi
+# The C interface's GPU programs (tests/capi/gpu/run.sh), where staged.
+capi_rc=0
+if [ -x ./capi-gpu/run.sh ]; then
+    bash ./capi-gpu/run.sh ./capi-gpu
+    capi_rc=$?
+fi
 grep -v '^GPU_TESTS' "$tests"
 grep '^GPU_TESTS' "$tests" || echo "GPU_TESTS passed=0 failed=1 skipped=0 (the test program did not finish: rc $tests_rc)"
 rm -f "$tests"
-exit $tests_rc
+[ "$tests_rc" -ne 0 ] && exit $tests_rc
+exit $capi_rc

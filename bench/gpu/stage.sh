@@ -13,4 +13,6 @@ cp target/release/gaspi-bench target/release/gaspi-gpu-tests target/release/gasp
 cp target/release/examples/matvec "$DIR"/
 strip "$DIR"/gaspi-bench "$DIR"/gaspi-gpu-tests "$DIR"/gaspi-run "$DIR"/matvec  # debug info would pass the 64 MiB carry limit
 cp bench/gpu/run-all.sh "$DIR"/
+# The C interface's GPU programs, compiled there with nvcc (run-all.sh runs them).
+bash tests/capi/gpu/stage.sh "$DIR/capi-gpu" >/dev/null
 ls -la "$DIR"

@@ -10,6 +10,10 @@ fn main() {
     println!("cargo:rerun-if-changed=include");
     // GPI-2 1.6 is built by libtool without -version-info: soname libGPI2.so.0.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libGPI2.so.0");
+    // The library's own references (pgaspi_X's jump to gaspi_X) bind inside
+    // it: a profiler's gaspi_X that calls pgaspi_X must not be re-entered
+    // (src/pgaspi.rs).
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic-functions");
 
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let obj = out.join("printf.o");

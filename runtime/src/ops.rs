@@ -553,7 +553,7 @@ impl Gaspi {
                 inner.config.effective_spin(),
             )?,
             Memory::Gpu(device) => {
-                let mut s = LocalSegment::alloc_gpu(
+                let s = LocalSegment::alloc_gpu(
                     seg,
                     size,
                     device,
@@ -561,23 +561,74 @@ impl Gaspi {
                     inner.config.effective_spin(),
                     inner.config.gpu_notifications,
                 )?;
-                // The first GPU segment's device carries this rank's copies
-                // unless the config names another.
-                let home = *inner
-                    .gpu_home
-                    .get_or_init(|| inner.config.gpu_device.unwrap_or(device));
-                // CPU ranks' copies into it run in this process (see
-                // gpu/owner_copy.rs): the inbox rides in the descriptor.
-                if inner.config.gpu_owner_copies && inner.size > 1 {
-                    s.descriptor.inbox = Some(inner.owner_inbox(home)?);
-                }
                 tracing::info!(
                     "{seg} in the memory of GPU {device}; notification words {}",
                     inner.config.gpu_notifications
                 );
-                s
+                self.gpu_segment_setup(s, device)?
             }
         };
+        self.install(s)
+    }
+
+    /// What every GPU segment of this rank gets before it is installed.
+    fn gpu_segment_setup(&self, mut s: LocalSegment, device: u32) -> Result<LocalSegment> {
+        let inner = &self.inner;
+        // The first GPU segment's device carries this rank's copies
+        // unless the config names another.
+        let home = *inner
+            .gpu_home
+            .get_or_init(|| inner.config.gpu_device.unwrap_or(device));
+        // CPU ranks' copies into it run in this process (see
+        // gpu/owner_copy.rs): the inbox rides in the descriptor.
+        if inner.config.gpu_owner_copies && inner.size > 1 {
+            s.descriptor.inbox = Some(inner.owner_inbox(home)?);
+        }
+        Ok(s)
+    }
+
+    /// Makes device memory the user allocated (`cudaMalloc`, `cuMemAlloc`)
+    /// a GPU segment of `size` bytes at `device_ptr`, not yet registered:
+    /// the same as a segment of [`Memory::Gpu`] for peers and kernels, on
+    /// the device the memory belongs to, except that its notification words
+    /// are always host-mapped and the runtime never frees the memory.
+    ///
+    /// Fails with [`Error::Gpu`] and nothing changed when there is no CUDA
+    /// driver, when `device_ptr` is not device memory of this process
+    /// (host or managed memory: bind it with [`Gaspi::segment_bind`]), when
+    /// `device_ptr + size` runs past its allocation, or when the driver
+    /// cannot export the allocation (memory from `cudaMallocAsync` pools or
+    /// `cuMemCreate` has no legacy IPC handle).
+    ///
+    /// # Safety
+    /// The memory must stay allocated until the segment is deleted and
+    /// every [`Segment`] handle to it is dropped: peers write into it at
+    /// any time.
+    pub unsafe fn segment_bind_gpu(
+        &self,
+        seg: SegId,
+        device_ptr: u64,
+        size: u64,
+    ) -> Result<Segment> {
+        self.check_free(seg)?;
+        self.inner.check_segment_size(size)?;
+        let config = &self.inner.config;
+        // SAFETY: forwarded from this function's contract.
+        let s = unsafe {
+            LocalSegment::bind_gpu(
+                seg,
+                device_ptr,
+                size,
+                config.notification_num,
+                config.effective_spin(),
+            )?
+        };
+        let device = s.device().unwrap_or_default();
+        tracing::info!(
+            "{seg} bound to {size} bytes of user memory of GPU {device}; \
+             notification words host-mapped"
+        );
+        let s = self.gpu_segment_setup(s, device)?;
         self.install(s)
     }
 

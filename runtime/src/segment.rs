@@ -443,6 +443,79 @@ impl LocalSegment {
         Ok(segment)
     }
 
+    /// Wraps device memory the user allocated (`cudaMalloc`, `cuMemAlloc`)
+    /// as a GPU segment of `size` bytes starting at `ptr`.
+    ///
+    /// The driver names the device and the allocation ([`GpuMemory::borrow`]);
+    /// same-host peers open the allocation's CUDA IPC handle and add the
+    /// offset of `ptr` in it, as for a segment the runtime allocated. The
+    /// notification words are always host-mapped: the `device` and
+    /// `gdrcopy` placements put them in the segment's own allocation past
+    /// the data, and user memory has no room the runtime may claim. The
+    /// memory is never freed by the runtime.
+    ///
+    /// # Safety
+    /// `ptr..ptr + size` must stay allocated device memory for as long as
+    /// the segment (and any handle to it) exists: peers write into it and
+    /// kernels may be given its address at any time.
+    pub unsafe fn bind_gpu(
+        id: SegId,
+        ptr: DevicePtr,
+        size: u64,
+        notification_count: u32,
+        spin: std::time::Duration,
+    ) -> Result<LocalSegment> {
+        let size = checked_segment_size(size)?;
+        // SAFETY: forwarded from this function's contract.
+        let memory = unsafe { GpuMemory::borrow(ptr, size) }?;
+        let device = memory.context().device();
+        let stream = GpuStream::new(device)?;
+        let handle = memory.ipc_handle()?;
+        let (shm, notifications) = notification_memfd(id, notification_count, spin)?;
+        // Kernels of this rank and of peers may store into these words.
+        notifications.mark_silent_writer();
+        let data = MemoryDescriptor::GpuIpc {
+            host: HostId::current(),
+            pid: std::process::id(),
+            device,
+            handle: handle.to_vec(),
+            offset: memory.ipc_offset(),
+            len: size as u64,
+        };
+        let segment = LocalSegment {
+            id,
+            size,
+            data: ptr as *mut u8,
+            notifications,
+            descriptor: SegmentDescriptor {
+                size: size as u64,
+                data,
+                data_offset: 0,
+                notifications: shm.descriptor(),
+                notifications_offset: 0,
+                notification_count,
+                inbox: None,
+                device_words_offset: None,
+                instance: next_instance(),
+                rdma: None,
+            },
+            gpu: Some(GpuData {
+                memory,
+                stream,
+                atomics: Mutex::new(()),
+            }),
+            registration: OnceLock::new(),
+            known_by: Mutex::new(Vec::new()),
+            device_words: None,
+            #[cfg(feature = "verbs")]
+            rdma: None,
+            _storage: Storage::Gpu(shm),
+        };
+        // A kernel polls the host-mapped words: register them now.
+        segment.registration(device)?;
+        Ok(segment)
+    }
+
     /// Wraps user memory as a segment.
     ///
     /// # Safety

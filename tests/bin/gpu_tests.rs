@@ -38,9 +38,11 @@
 //! - `full-ring`: 102,400 device-side `write_notify`s forced through a
 //!   32-slot request ring (full nearly all the time): every payload and
 //!   the last notification of each thread arrive, none lost or doubled.
-//! - `no-driver`: a GPU segment or device context on a host without CUDA
-//!   fails with `Error::Gpu(NoDriver)` and creates nothing; with CUDA, an
-//!   unknown device fails with `BadDevice` and creates nothing.
+//! - `no-driver`: a GPU segment, bound GPU memory (`segment_bind_gpu`) or
+//!   device context on a host without CUDA fails with `Error::Gpu(NoDriver)`
+//!   and creates nothing; with CUDA, an unknown device fails with
+//!   `BadDevice`, a host address given to `segment_bind_gpu` with
+//!   `InvalidArgument`, and nothing is created.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gaspi::cuda::{GpuError, PinnedHostMemory};
@@ -276,6 +278,24 @@ fn no_driver() -> Res {
     let r = g.segment_create(seg, 4096, Memory::Gpu(device), Group::ALL, Timeout::Block);
     if !matches!(r, Err(Error::Gpu(_))) {
         return Err(format!("segment_create(Gpu({device})) gave {r:?}").into());
+    }
+    // User memory as a GPU segment (segment_bind_gpu): without CUDA,
+    // NoDriver; with it, a host address is refused as not device memory.
+    let mut host = vec![0u8; 4096];
+    // SAFETY: refused before the memory is used (checked below: nothing is
+    // created); `host` outlives the call anyway.
+    let r = unsafe { g.segment_bind_gpu(seg, host.as_mut_ptr() as u64, 4096) };
+    match (&r, expect_no_driver) {
+        (Err(Error::Gpu(GpuError::NoDriver { .. })), true) => {
+            println!("segment_bind_gpu without CUDA: NoDriver")
+        }
+        (Err(Error::Gpu(GpuError::InvalidArgument(why))), false) => {
+            println!("segment_bind_gpu of host memory: {why}")
+        }
+        _ => return Err(format!("segment_bind_gpu(host memory) gave {r:?}").into()),
+    }
+    if g.segment_list() != before {
+        return Err("a failed segment_bind_gpu left a segment behind".into());
     }
     let d = g.device_context(device);
     if !matches!(d, Err(Error::Gpu(_))) {

@@ -107,6 +107,20 @@ int main (void)
   EXPECT_CODE (gaspi_connect (num, GASPI_BLOCK), GASPI_ERR_INV_RANK);
   EXPECT_CODE (gaspi_queue_delete (200), GASPI_ERR_INV_QUEUE);
 
+  /* GPU segments (GASPI_Ext.h): a device this host does not have, and no
+     CUDA driver at all, give GASPI_ERR_DEVICE with the id left free. */
+  EXPECT_CODE (gaspi_segment_alloc_gpu (6, 4096, 9999), GASPI_ERR_DEVICE);
+  EXPECT_CODE (gaspi_segment_create_gpu (6, 4096, GASPI_GROUP_ALL,
+                                         GASPI_BLOCK, 9999),
+               GASPI_ERR_DEVICE);
+  gaspi_return_t gpu = gaspi_segment_alloc_gpu (6, 4096, 0);
+  if (gpu == GASPI_SUCCESS)
+    CHECK (gaspi_segment_delete (6));
+  else
+    EXPECT_CODE (gpu, GASPI_ERR_DEVICE);
+  CHECK (gaspi_segment_alloc (6, 4096, GASPI_MEM_INITIALIZED));
+  CHECK (gaspi_segment_delete (6));
+
   /* After all that the job still works: a checked write_notify. */
   CHECK (gaspi_segment_ptr (0, &p));
   ((uint64_t *) p)[0] = 4242 + rank;

@@ -79,7 +79,9 @@ fn programs() -> Option<&'static Programs> {
                 std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("symlink");
             }
             let src = root().join("tests/capi");
-            for name in ["hello", "pingpong", "families", "errors", "fault", "abi"] {
+            for name in [
+                "hello", "pingpong", "families", "errors", "fault", "abi", "profile",
+            ] {
                 let source = src.join(format!("{name}.c"));
                 compile(
                     "cc",
@@ -149,7 +151,7 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
         return skip("soname", "no nm on this machine");
     };
     let symbols = String::from_utf8_lossy(&out.stdout);
-    let headers = ["GASPI.h", "GASPI_Ext.h"]
+    let headers = ["GASPI.h", "GASPI_Ext.h", "PGASPI.h"]
         .map(|h| std::fs::read_to_string(root().join("runtime/capi/include").join(h)).unwrap())
         .join("\n");
     // Declarations start a line with their return type.
@@ -165,6 +167,14 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
         .filter(|f| f.starts_with("gaspi_") || f.starts_with("pgaspi_"))
         .collect();
     assert!(declared.len() > 85, "{declared:?}");
+    // PGASPI.h: a profiling name for every gaspi_ function but the variadic
+    // printf pair.
+    for f in declared.iter().filter(|f| f.starts_with("gaspi_")) {
+        if !matches!(*f, "gaspi_printf" | "gaspi_printf_to") {
+            let p = format!("p{f}");
+            assert!(declared.contains(&p.as_str()), "{p} is not declared");
+        }
+    }
     for f in declared {
         assert!(
             symbols.lines().any(|l| l.ends_with(&format!(" T {f}"))),
@@ -187,6 +197,11 @@ fn hello_in_c_runs_under_gaspi_run() {
 fn write_notify_ring_carries_checked_data_with_2_and_4_ranks() {
     run_checked("pingpong_2", "pingpong", 2, "200 rounds checked");
     run_checked("pingpong_4", "pingpong", 4, "200 rounds checked");
+}
+
+#[test]
+fn a_pmpi_style_profiler_wraps_calls_through_the_pgaspi_names() {
+    run_checked("profile_3", "profile", 3, "profiling checked");
 }
 
 #[test]
@@ -235,5 +250,119 @@ fn survivors_of_a_killed_rank_get_gaspi_error_and_a_corrupt_state_without_hangin
             "{}",
             out.dump()
         );
+    }
+}
+
+/// The GPU programs of `tests/capi/gpu/` (a `cudaMalloc`'d buffer bound as
+/// a segment; a kernel answering with the device API through
+/// `gaspi_device_context`) need nvcc and a GPU. Where both exist they run
+/// here through `tests/capi/gpu/run.sh`; elsewhere the test says so and
+/// skips (they run on the GPU machine through `bench/gpu/run-all.sh`).
+#[test]
+fn gpu_programs_run_where_there_is_a_gpu() {
+    let gpu = Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let nvcc = Command::new("nvcc").arg("--version").output().is_ok();
+    if !gpu || !nvcc {
+        return skip(
+            "capi gpu programs",
+            "no GPU or no nvcc on this machine; tests/capi/gpu/run.sh runs them on a GPU \
+             machine (bench/gpu/run-all.sh)",
+        );
+    }
+    let dir = TempDir::new("capi-gpu");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src/gpu")).unwrap();
+    let lib = capi_library(&rank_bin!());
+    std::fs::copy(&lib, d.join("libGPI2.so")).unwrap();
+    std::fs::copy(gaspi_run(&rank_bin!()), d.join("gaspi-run")).unwrap();
+    std::os::unix::fs::symlink(root().join("runtime/capi/include"), d.join("include")).unwrap();
+    std::fs::copy(root().join("tests/capi/check.h"), d.join("src/check.h")).unwrap();
+    for f in ["bind_gpu.c", "device_kernel.cu"] {
+        std::fs::copy(
+            root().join("tests/capi/gpu").join(f),
+            d.join("src/gpu").join(f),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        root().join("gpu-kernels/cuda/gaspi_device.cuh"),
+        d.join("src/gpu/gaspi_device.cuh"),
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("tests/capi/gpu/run.sh"))
+        .arg(d)
+        .output()
+        .expect("running run.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CAPI_GPU_TESTS passed=2 failed=0"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The Fortran module (`runtime/capi/fortran/gaspi.f90`, iso_c_binding
+/// interfaces) and a Fortran program using it (`tests/capi/fortran/ring.f90`:
+/// a checked write_notify ring, a list write, allreduce, an atomic, group
+/// queries, error codes), run with 3 ranks. Skipped without gfortran.
+#[test]
+fn fortran_programs_use_the_module() {
+    let Some(p) = programs() else {
+        return skip("fortran", "no C compiler (cc) on this machine");
+    };
+    if Command::new("gfortran").arg("--version").output().is_err() {
+        return skip("fortran", "no gfortran on this machine");
+    }
+    let modules = TempDir::new("fortran-mod");
+    let exe = p.get("fortran_ring");
+    let out = Command::new("gfortran")
+        .args(["-std=f2008", "-Wall", "-Werror", "-O2", "-J"])
+        .arg(modules.path())
+        .arg(root().join("runtime/capi/fortran/gaspi.f90"))
+        .arg(root().join("tests/capi/fortran/ring.f90"))
+        .arg("-L")
+        .arg(p.dir.path())
+        .arg("-lGPI2")
+        .arg(format!("-Wl,-rpath,{}", p.dir.path().display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("running gfortran");
+    assert!(
+        out.status.success(),
+        "gfortran failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Job::new(&exe, 3).run();
+    run.assert_success();
+    assert_eq!(
+        run.stdout_lines_with("fortran checked"),
+        3,
+        "{}",
+        run.dump()
+    );
+}
+
+/// The committed Fortran module is what its generator writes from the
+/// headers, so it binds every function they declare (but the documented
+/// exceptions). Skipped without python3.
+#[test]
+fn the_fortran_module_is_generated_from_the_headers() {
+    let out = Command::new("python3")
+        .arg(root().join("runtime/capi/fortran/gen_gaspi_f90.py"))
+        .arg("--check")
+        .current_dir(root())
+        .output();
+    match out {
+        Err(_) => skip("fortran module", "no python3 on this machine"),
+        Ok(out) => assert!(
+            out.status.success(),
+            "runtime/capi/fortran/gaspi.f90 differs from what gen_gaspi_f90.py writes \
+             (run it from the repository root): {out:?}"
+        ),
     }
 }

@@ -4,8 +4,8 @@
 //! openssh-server: skipped with a printed reason where they are missing.
 
 use gaspi_tests::{
-    clean_env, gaspi_run, leftover_processes, rank_bin, shm_files, skip, wait_no_leftovers,
-    NetNamespaces, Outcome, Running, Sshd, TempDir,
+    clean_env, gaspi_run, gpi2_launcher, leftover_processes, rank_bin, shm_files, skip,
+    wait_no_leftovers, NetNamespaces, Outcome, Running, Sshd, TempDir,
 };
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -321,5 +321,50 @@ fn a_host_that_ssh_cannot_reach_fails_the_job_at_once() {
         out.dump()
     );
     assert!(out.elapsed < Duration::from_secs(20), "{}", out.dump());
+    out.assert_nothing_left(&before);
+}
+
+#[test]
+fn gpi2s_gaspi_run_with_a_machinefile_of_repeated_hosts_starts_ranks_on_both() {
+    let name = "gpi2s_gaspi_run_with_a_machinefile_of_repeated_hosts_starts_ranks_on_both";
+    let Some(c) = cluster(name) else {
+        return;
+    };
+    let before = shm_files();
+    // GPI-2's machinefile: one line per rank, a host repeated.
+    let machinefile = c._dir.path().join("machinefile");
+    let (a, b) = (&c.hosts.addrs[0], &c.hosts.addrs[1]);
+    std::fs::write(&machinefile, format!("{a}\n{a}\n{b}\n{b}\n")).unwrap();
+    // gaspi_run needs gaspi-run beside it (the remote agent).
+    gaspi_run(&rank_bin!());
+    let mut cmd = c.hosts.command(0, &gpi2_launcher(&rank_bin!()));
+    clean_env(&mut cmd);
+    cmd.env("GASPI_SSH", c.sshd.ssh_command())
+        .env("GASPI_LOG", "info")
+        .arg("-m")
+        .arg(&machinefile)
+        .arg(rank_bin!())
+        .args(["ring", "--rounds", "3", "--expect-size", "4"]);
+    let tag = gaspi_tests::fresh_tag();
+    let out: Outcome = Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+    out.assert_success();
+    for r in 0..4 {
+        assert_eq!(
+            out.stdout
+                .lines()
+                .filter(|l| l.contains(&format!("ok ring of 3 rounds, rank {r} of 4")))
+                .count(),
+            1,
+            "{}",
+            out.dump()
+        );
+    }
+    // Two ranks on each host: each reaches one rank by shared memory.
+    assert_eq!(
+        out.stderr.matches("shm to 1 ranks, tcp to 2 ranks").count(),
+        4,
+        "{}",
+        out.dump()
+    );
     out.assert_nothing_left(&before);
 }

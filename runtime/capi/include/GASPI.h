@@ -79,9 +79,16 @@ extern "C"
                                        const gaspi_group_t group,
                                        const gaspi_timeout_t timeout_ms,
                                        const gaspi_alloc_t alloc_policy);
-  /* pointer must be host memory valid until gaspi_segment_delete;
-     memory_description is ignored (GPU pointers are not bound as GPU
-     segments yet). */
+  /* pointer must stay valid until gaspi_segment_delete; the runtime never
+     frees it. Device memory (cudaMalloc, cuMemAlloc: the CUDA driver
+     reports CU_MEMORYTYPE_DEVICE) becomes a GPU segment of its device,
+     reached by same-host peers through CUDA IPC and by kernels through
+     gaspi_device_context, its notification words host-mapped; any other
+     pointer (host, page-locked, managed memory) a host segment.
+     GASPI_ERR_INV_SEGSIZE when pointer + size runs past the GPU
+     allocation, GASPI_ERR_DEVICE when the driver cannot export it
+     (cudaMallocAsync pools, cuMemCreate); nothing is bound then.
+     memory_description is ignored (the driver tells the memory's kind). */
   gaspi_return_t gaspi_segment_bind (gaspi_segment_id_t const segment_id,
                                      gaspi_pointer_t const pointer,
                                      gaspi_size_t const size,

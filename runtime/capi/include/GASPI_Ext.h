@@ -45,6 +45,22 @@ extern "C"
   /* A short pause for spin loops. */
   void gaspi_delay (void);
 
+  /* gaspi-rs extensions: gaspi_segment_alloc / gaspi_segment_create of a
+     segment in the memory of CUDA device `device` (zeroed, notification
+     words where GASPI_GPU_NOTIFICATIONS says, host-mapped by default).
+     gaspi_segment_ptr then gives its device address. GASPI_ERR_DEVICE
+     without a CUDA driver or for a device this host does not have. A
+     cudaMalloc'd pointer passed to gaspi_segment_bind / gaspi_segment_use
+     becomes a GPU segment as well (see GASPI.h). */
+  gaspi_return_t gaspi_segment_alloc_gpu (const gaspi_segment_id_t segment_id,
+                                          const gaspi_size_t size,
+                                          const gaspi_uint device);
+  gaspi_return_t gaspi_segment_create_gpu (const gaspi_segment_id_t segment_id,
+                                           const gaspi_size_t size,
+                                           const gaspi_group_t group,
+                                           const gaspi_timeout_t timeout_ms,
+                                           const gaspi_uint device);
+
   /* gaspi-rs extension: writes the kernel argument of the device API
      (struct gaspi_device_ctx of gpu-kernels/cuda/gaspi_device.cuh,
      48 bytes) for CUDA device `device` into arg, which holds arg_size

@@ -3,6 +3,7 @@
 
 use crate::types::*;
 use crate::{call, non_null, put, timeout_of, Code, Ret, Runtime};
+use gaspi::Timeout;
 use gaspi::{ListElem, Memory, NotifyId, Queue, Rank, SegId};
 
 fn seg(id: gaspi_segment_id_t) -> SegId {
@@ -73,16 +74,77 @@ pub extern "C" fn gaspi_segment_create(
     })
 }
 
-/// Binds `pointer` as segment `segment_id`.
+/// gaspi-rs extension (GASPI_Ext.h): `gaspi_segment_alloc` of a segment in
+/// the memory of CUDA device `device`.
+#[no_mangle]
+pub extern "C" fn gaspi_segment_alloc_gpu(
+    segment_id: gaspi_segment_id_t,
+    size: gaspi_size_t,
+    device: u32,
+) -> gaspi_return_t {
+    call("gaspi_segment_alloc_gpu", |rt| {
+        rt.gaspi
+            .segment_alloc(seg(segment_id), size, Memory::Gpu(device))?;
+        Ok(())
+    })
+}
+
+/// gaspi-rs extension (GASPI_Ext.h): `gaspi_segment_create` of a segment in
+/// the memory of CUDA device `device`.
+#[no_mangle]
+pub extern "C" fn gaspi_segment_create_gpu(
+    segment_id: gaspi_segment_id_t,
+    size: gaspi_size_t,
+    g: gaspi_group_t,
+    timeout_ms: gaspi_timeout_t,
+    device: u32,
+) -> gaspi_return_t {
+    call("gaspi_segment_create_gpu", |rt| {
+        let t: Timeout = timeout_of(timeout_ms);
+        rt.gaspi
+            .segment_create(seg(segment_id), size, Memory::Gpu(device), group(g), t)?;
+        Ok(())
+    })
+}
+
+/// Binds `pointer` as segment `segment_id`: a GPU segment when the CUDA
+/// driver reports it as device memory (`cudaMalloc`, `cuMemAlloc`), a host
+/// segment otherwise (decision 0025).
 fn bind(rt: &Runtime, segment_id: gaspi_segment_id_t, pointer: gaspi_pointer_t, size: u64) -> Ret {
     non_null(pointer)?;
-    // SAFETY: GASPI.h's contract of gaspi_segment_bind/use: `pointer` is
-    // host memory valid for reads and writes of `size` bytes until the
-    // segment is deleted, which is what segment_bind asks.
-    unsafe {
-        rt.gaspi
-            .segment_bind(seg(segment_id), pointer as *mut u8, size)
-    }?;
+    match gaspi::cuda::device_allocation(pointer as u64) {
+        Ok(Some(alloc)) => {
+            let end = (pointer as u64 - alloc.base).checked_add(size);
+            if end.is_none_or(|end| end > alloc.len as u64) {
+                tracing::debug!(
+                    "gaspi_segment_bind: {size} bytes at {pointer:p} run past its GPU \
+                     allocation of {} bytes",
+                    alloc.len
+                );
+                return Err(Code(GASPI_ERR_INV_SEGSIZE));
+            }
+            // SAFETY: GASPI.h's contract of gaspi_segment_bind/use: the
+            // memory stays allocated until the segment is deleted, which is
+            // what segment_bind_gpu asks; the driver reported it as device
+            // memory of this process.
+            unsafe {
+                rt.gaspi
+                    .segment_bind_gpu(seg(segment_id), pointer as u64, size)
+            }?;
+        }
+        // No driver, or memory the driver does not call device memory (host,
+        // page-locked, managed): host memory, reached by the CPU.
+        Ok(None) | Err(gaspi::cuda::GpuError::NoDriver { .. }) => {
+            // SAFETY: GASPI.h's contract of gaspi_segment_bind/use: `pointer`
+            // is host memory valid for reads and writes of `size` bytes
+            // until the segment is deleted, which is what segment_bind asks.
+            unsafe {
+                rt.gaspi
+                    .segment_bind(seg(segment_id), pointer as *mut u8, size)
+            }?;
+        }
+        Err(e) => return Err(gaspi::Error::Gpu(e).into()),
+    }
     Ok(())
 }
 

@@ -37,6 +37,7 @@
 mod collectives;
 mod comm;
 mod ext;
+mod pgaspi;
 mod printf;
 mod process;
 pub mod types;

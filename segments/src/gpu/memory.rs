@@ -12,7 +12,8 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// Device memory from `cuMemAlloc`: zeroed, starting on a 64 KiB GPU page,
-/// its length rounded up to whole GPU pages, freed on drop.
+/// its length rounded up to whole GPU pages, freed on drop; or device memory
+/// the user allocated, *borrowed* ([`GpuMemory::borrow`]): never freed here.
 ///
 /// The alignment and rounding make every allocation pinnable by gdrcopy and
 /// GPUDirect RDMA, which work on whole GPU pages. The allocation also has
@@ -27,6 +28,9 @@ pub struct GpuMemory {
     /// the first GPU-page-aligned address at or after `base`
     ptr: DevicePtr,
     len: usize,
+    /// Whether this value allocated the memory (and frees it on drop); false
+    /// for user memory ([`GpuMemory::borrow`]).
+    owned: bool,
 }
 
 impl GpuMemory {
@@ -62,6 +66,7 @@ impl GpuMemory {
             base,
             ptr,
             len,
+            owned: true,
         };
         // SAFETY: `base` is a live allocation of `alloc_len` bytes in the
         // current context (bound above); the memset goes to the legacy null
@@ -96,12 +101,70 @@ impl GpuMemory {
         Ok(memory)
     }
 
-    /// The device address of the first byte (GPU-page aligned).
+    /// Views `len` bytes of device memory the caller allocated (with
+    /// `cudaMalloc` or `cuMemAlloc`) starting at `ptr`, without taking it
+    /// over: dropping the value never frees it.
+    ///
+    /// The driver is asked where the address lies ([`device_allocation`]):
+    /// the device and the allocation's base and length, so that
+    /// [`Self::ipc_handle`] names the allocation and [`Self::ipc_offset`]
+    /// says where `ptr` lies in it. Unlike [`Self::alloc`], the memory is
+    /// neither zeroed nor GPU-page aligned, and `len` is not rounded.
+    ///
+    /// Fails with [`GpuError::NoDriver`] without a driver, and with
+    /// [`GpuError::InvalidArgument`] when `ptr` is not device memory (host
+    /// memory, managed memory) or `ptr + len` runs past its allocation.
+    ///
+    /// # Safety
+    /// The allocation must stay allocated (not freed by the caller) for as
+    /// long as the returned value and every use of its addresses exist.
+    pub unsafe fn borrow(ptr: DevicePtr, len: usize) -> Result<GpuMemory, GpuError> {
+        if len == 0 {
+            return Err(GpuError::InvalidArgument("a GPU range of 0 bytes".into()));
+        }
+        let Some(alloc) = device_allocation(ptr)? else {
+            return Err(GpuError::InvalidArgument(format!(
+                "{ptr:#x} is not device memory of this process"
+            )));
+        };
+        let end = (ptr - alloc.base).checked_add(len as u64);
+        if end.is_none_or(|end| end > alloc.len as u64) {
+            return Err(GpuError::InvalidArgument(format!(
+                "{len} bytes at {ptr:#x} run past the end of its allocation \
+                 ({} bytes at {:#x})",
+                alloc.len, alloc.base
+            )));
+        }
+        let ctx = GpuContext::new(alloc.device)?;
+        tracing::trace!(
+            device = alloc.device,
+            len,
+            ptr = format_args!("{ptr:#x}"),
+            base = format_args!("{:#x}", alloc.base),
+            "user GPU memory borrowed"
+        );
+        Ok(GpuMemory {
+            ctx,
+            base: alloc.base,
+            ptr,
+            len,
+            owned: false,
+        })
+    }
+
+    /// Whether the memory is the caller's ([`Self::borrow`]), not freed here.
+    pub fn is_borrowed(&self) -> bool {
+        !self.owned
+    }
+
+    /// The device address of the first byte (GPU-page aligned unless
+    /// borrowed).
     pub fn device_ptr(&self) -> DevicePtr {
         self.ptr
     }
 
-    /// Usable length in bytes (a multiple of [`GPU_PAGE_SIZE`]).
+    /// Usable length in bytes (a multiple of [`GPU_PAGE_SIZE`] unless
+    /// borrowed).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -141,12 +204,132 @@ impl GpuMemory {
 
 impl Drop for GpuMemory {
     fn drop(&mut self) {
+        if !self.owned {
+            // The user's memory: the user frees it.
+            return;
+        }
         if let Err(err) = self.ctx.bind() {
             tracing::warn!(%err, "cannot bind the context to free GPU memory; leaking it");
             return;
         }
         mem_free(self.base);
     }
+}
+
+/// Where a device address lies, as the driver reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceAllocation {
+    /// The ordinal of the device whose memory it is.
+    pub device: u32,
+    /// The first address of the driver allocation that holds it.
+    pub base: DevicePtr,
+    /// The length of that allocation in bytes.
+    pub len: usize,
+}
+
+/// Asks the driver whether `ptr` is device memory of this process, and if
+/// so of which device and in which allocation.
+///
+/// `Ok(None)` for every address the driver does not report as device
+/// memory: ordinary host memory, page-locked host memory, and managed
+/// (`cudaMallocManaged`) memory, which the CPU reaches directly and which
+/// CUDA IPC cannot export. [`GpuError::NoDriver`] without a driver.
+///
+/// Creates no context: the query runs in the calling thread's current
+/// context; when there is none, under the first device's *active* primary
+/// context (one that the CUDA runtime or this crate already made); when no
+/// device has one, no device memory can exist in this process yet, so the
+/// answer is `None`.
+pub fn device_allocation(ptr: DevicePtr) -> Result<Option<DeviceAllocation>, GpuError> {
+    let count = super::driver_available()?;
+    if ptr == 0 {
+        return Ok(None);
+    }
+    let mut current: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `current` is a valid out-pointer; the driver is initialised.
+    unsafe { sys::cuCtxGetCurrent(&mut current) }
+        .result()
+        .map_err(GpuError::cuda("cuCtxGetCurrent"))?;
+    if current.is_null() {
+        let Some(device) = (0..count).find(|&d| primary_context_active(d)) else {
+            return Ok(None);
+        };
+        // Retains the context that is active anyway, and makes it current
+        // on this thread (as the CUDA runtime would).
+        GpuContext::new(device)?.bind()?;
+    }
+    let mut kind: std::ffi::c_uint = 0;
+    // SAFETY: `kind` is a valid out-pointer of the type the MEMORY_TYPE
+    // attribute writes (an unsigned int); any address may be asked about.
+    let status = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut kind as *mut std::ffi::c_uint).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            ptr,
+        )
+    };
+    match status {
+        sys::CUresult::CUDA_SUCCESS => {}
+        // An address the driver knows nothing of: plain host memory.
+        sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(None),
+        err => {
+            return Err(GpuError::cuda("cuPointerGetAttribute")(
+                cudarc::driver::DriverError(err),
+            ))
+        }
+    }
+    if kind != sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as std::ffi::c_uint {
+        return Ok(None);
+    }
+    let mut managed: std::ffi::c_uint = 0;
+    // SAFETY: as above; IS_MANAGED writes an unsigned int.
+    unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut managed as *mut std::ffi::c_uint).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            ptr,
+        )
+    }
+    .result()
+    .map_err(GpuError::cuda("cuPointerGetAttribute"))?;
+    if managed != 0 {
+        return Ok(None);
+    }
+    let mut ordinal: std::ffi::c_int = -1;
+    // SAFETY: as above; DEVICE_ORDINAL writes an int.
+    unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut ordinal as *mut std::ffi::c_int).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+    }
+    .result()
+    .map_err(GpuError::cuda("cuPointerGetAttribute"))?;
+    let device = u32::try_from(ordinal).map_err(|_| {
+        GpuError::InvalidArgument(format!("the driver reports device {ordinal} for {ptr:#x}"))
+    })?;
+    let mut base: DevicePtr = 0;
+    let mut len: usize = 0;
+    // SAFETY: both out-pointers are valid; `ptr` is device memory (above).
+    unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut len, ptr) }
+        .result()
+        .map_err(GpuError::cuda("cuMemGetAddressRange"))?;
+    Ok(Some(DeviceAllocation { device, base, len }))
+}
+
+/// Whether the primary context of `device` is active (retained by anyone).
+fn primary_context_active(device: u32) -> bool {
+    let mut dev: sys::CUdevice = 0;
+    let mut flags: std::ffi::c_uint = 0;
+    let mut active: std::ffi::c_int = 0;
+    // SAFETY: valid out-pointers; `device` is below the device count.
+    let known = unsafe {
+        sys::cuDeviceGet(&mut dev, device as std::ffi::c_int) == sys::CUresult::CUDA_SUCCESS
+            && sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active)
+                == sys::CUresult::CUDA_SUCCESS
+    };
+    known && active != 0
 }
 
 fn mem_alloc(len: usize) -> Result<DevicePtr, GpuError> {

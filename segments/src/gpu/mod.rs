@@ -55,7 +55,9 @@ mod stream;
 
 pub use context::{enable_peer_access, GpuContext};
 pub use ipc::GpuIpcMapping;
-pub use memory::{GpuMemory, HostRegistration, PinnedHostMemory};
+pub use memory::{
+    device_allocation, DeviceAllocation, GpuMemory, HostRegistration, PinnedHostMemory,
+};
 pub use stream::{
     copy_device_to_device, copy_device_to_host, copy_host_to_device, copy_unified,
     copy_unified_blocking, is_idle, stream_write_u32, stream_write_u32s, synchronize, GpuStream,
