@@ -73,6 +73,42 @@ pub fn capi_library(rank_bin: &Path) -> PathBuf {
     build_target(rank_bin, &["-p", "gaspi-capi"], "libGPI2.so").unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Compiles the C or C++ program `source` with `compiler` (and language
+/// standard `std`) against the C interface's headers and the `libGPI2.so`
+/// in `lib_dir`, warnings as errors, into `out` (with an rpath to
+/// `lib_dir`).
+pub fn compile_c(
+    compiler: &str,
+    std: &str,
+    source: &Path,
+    lib_dir: &Path,
+    out: &Path,
+) -> Result<(), String> {
+    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime/capi/include");
+    let output = Command::new(compiler)
+        .arg(std)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I")
+        .arg(&include)
+        .arg(source)
+        .arg("-L")
+        .arg(lib_dir)
+        .arg("-lGPI2")
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .arg("-o")
+        .arg(out)
+        .output()
+        .map_err(|e| format!("running {compiler}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{compiler} {} failed:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(())
+}
+
 /// `gaspi_run`, the GPI-2 style launcher of the `gaspi` package, built like
 /// [`gaspi_run`] into the same target directory and profile as `rank_bin`.
 pub fn gpi2_launcher(rank_bin: &Path) -> PathBuf {

@@ -3,7 +3,7 @@
 //! against `GASPI.h` and `libGPI2.so`, then run under `gaspi-run` with 2
 //! and 4 ranks, as a GPI-2 user would run them.
 
-use gaspi_tests::{capi_library, gaspi_run, rank_bin, skip, Job, TempDir};
+use gaspi_tests::{capi_library, compile_c, gaspi_run, rank_bin, skip, Job, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -25,39 +25,6 @@ fn root() -> PathBuf {
         .parent()
         .expect("the tests crate lies in the workspace")
         .to_path_buf()
-}
-
-/// Compiles `source` with `compiler` against the headers and `lib_dir`.
-fn compile(
-    compiler: &str,
-    std: &str,
-    source: &Path,
-    lib_dir: &Path,
-    out: &Path,
-) -> Result<(), String> {
-    let include = root().join("runtime/capi/include");
-    let output = Command::new(compiler)
-        .arg(std)
-        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(&include)
-        .arg(source)
-        .arg("-L")
-        .arg(lib_dir)
-        .arg("-lGPI2")
-        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
-        .arg("-o")
-        .arg(out)
-        .output()
-        .map_err(|e| format!("running {compiler}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{compiler} {} failed:\n{}",
-            source.display(),
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(())
 }
 
 /// Builds the library and compiles every program; `None` (after saying
@@ -83,7 +50,7 @@ fn programs() -> Option<&'static Programs> {
                 "hello", "pingpong", "families", "errors", "fault", "abi", "profile",
             ] {
                 let source = src.join(format!("{name}.c"));
-                compile(
+                compile_c(
                     "cc",
                     "-std=c11",
                     &source,
@@ -92,7 +59,7 @@ fn programs() -> Option<&'static Programs> {
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
             }
-            compile(
+            compile_c(
                 "c++",
                 "-std=c++17",
                 &src.join("hello.cpp"),
@@ -365,4 +332,51 @@ fn the_fortran_module_is_generated_from_the_headers() {
              (run it from the repository root): {out:?}"
         ),
     }
+}
+
+#[test]
+fn c_programs_start_under_open_mpi_mpirun_as_rust_programs_do() {
+    let name = "c_programs_start_under_open_mpi_mpirun_as_rust_programs_do";
+    if !Path::new("/usr/bin/mpirun").exists() {
+        return skip(
+            name,
+            "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
+        );
+    }
+    let Some(p) = programs() else {
+        return skip(name, "no C compiler (cc) on this machine");
+    };
+    let before = gaspi_tests::shm_files();
+    let keys = TempDir::new("capi-ompi-key");
+    let tag = gaspi_tests::fresh_tag();
+    // No gaspi-run: the library finds its rank, the job size and the
+    // rendezvous in Open MPI's environment, as the Rust runtime does.
+    let mut cmd = Command::new("/usr/bin/mpirun");
+    gaspi_tests::clean_env(&mut cmd);
+    cmd.env("GASPI_KEY_FILE", keys.path().join("job.key"))
+        .env("GASPI_LOG", "info")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "3"])
+        .args(["-x", "GASPI_KEY_FILE", "-x", "GASPI_LOG"])
+        .args(["-x", gaspi_tests::TAG_VAR])
+        .arg(p.get("pingpong"));
+    let out = gaspi_tests::Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("200 rounds checked"),
+        3,
+        "{}",
+        out.dump()
+    );
+    let by_mpirun = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("launcher OpenMpi"))
+        .count();
+    assert_eq!(
+        by_mpirun,
+        3,
+        "each rank must see Open MPI's launch:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
 }

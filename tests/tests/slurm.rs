@@ -1,11 +1,15 @@
 //! Debian's Slurm for real: a slurmctld and a slurmd started by the test
 //! (one node, `auth/none`, inside a network namespace of its own so that
 //! its ports cannot meet another test's), and `srun -n 4` running a job of
-//! ranks that find each other from Slurm's variables alone. Needs root,
+//! ranks that find each other from Slurm's variables alone, then the same
+//! for a C program linked against the GPI-2 compatible `libGPI2.so`
+//! (where a C compiler exists). Needs root,
 //! iproute2 and slurm-wlm: skipped with a printed reason where they are
 //! missing.
 
-use gaspi_tests::{clean_env, rank_bin, shm_files, skip, NetNamespaces, Running, TempDir};
+use gaspi_tests::{
+    capi_library, clean_env, compile_c, rank_bin, shm_files, skip, NetNamespaces, Running, TempDir,
+};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -142,6 +146,51 @@ fn srun_starts_four_ranks_that_meet_and_run_a_ring() {
             out.dump()
         );
     }
+    out.assert_nothing_left(&before);
+
+    // A GASPI program in C, unchanged, under srun as well.
+    if Command::new("cc").arg("--version").output().is_err() {
+        skip(
+            "srun_starts_four_ranks_that_meet_and_run_a_ring (C part)",
+            "no C compiler (cc) on this machine",
+        );
+        drop(daemons);
+        return;
+    }
+    let lib = capi_library(&rank_bin!());
+    for so in ["libGPI2.so", "libGPI2.so.0"] {
+        std::os::unix::fs::symlink(&lib, d.join(so)).expect("symlink");
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("capi/pingpong.c");
+    let program = d.join("pingpong");
+    compile_c("cc", "-std=c11", &source, d, &program).unwrap_or_else(|e| panic!("{e}"));
+    let tag = gaspi_tests::fresh_tag();
+    let mut cmd = in_host("/usr/bin/srun");
+    clean_env(&mut cmd);
+    cmd.env("SLURM_CONF", &conf)
+        .env("GASPI_KEY_FILE", d.join("job.key"))
+        .env("GASPI_LOG", "info")
+        .args(["-n", "3", "--mpi=none", "--kill-on-bad-exit=1"])
+        .arg(&program);
+    let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("200 rounds checked"),
+        3,
+        "{}",
+        out.dump()
+    );
+    let by_slurm = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("launcher Slurm"))
+        .count();
+    assert_eq!(
+        by_slurm,
+        3,
+        "each rank must see Slurm's launch:\n{}",
+        out.dump()
+    );
     out.assert_nothing_left(&before);
     drop(daemons);
 }
