@@ -32,10 +32,17 @@ macro_rules! rank_bin {
     };
 }
 
-/// Prints why a test cannot run here. The test then returns: the message is
-/// in its output (run with `--nocapture` to see it), never a silent pass.
+/// Prints why a test cannot run here. The test then returns.
+///
+/// The line goes straight to the process's standard error, past the test
+/// harness's output capture (which takes only the `print!` macros), so it
+/// shows in every `cargo test` run, CI's included, beside the `ok` that the
+/// harness prints for the returned test: a skip is never a silent pass.
 pub fn skip(test: &str, reason: &str) {
-    eprintln!("SKIPPED {test}: {reason}");
+    use std::io::Write;
+    let line = format!("SKIPPED {test}: {reason}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    // Also in the captured output, for a harness that shows it on failure.
     println!("SKIPPED {test}: {reason}");
 }
 

@@ -623,7 +623,12 @@ fn ping_pong(rounds: u32, max_size: u64) -> Res {
                 )?;
                 g.wait(Queue(0), LONG)?;
             }
-            let id = g.notify_waitsome(SEG, NotifyId(0), 1, LONG)?;
+            // Name the round and the side on failure: a stall says which
+            // message was lost.
+            let id = g.notify_waitsome(SEG, NotifyId(0), 1, LONG).map_err(|e| {
+                let what = if pinger { "answer" } else { "message" };
+                format!("round {round}: waiting for the {size}-byte {what} of rank {partner}: {e}")
+            })?;
             let v = g.notify_reset(SEG, id)?;
             ensure!(v == round, "round {round}: notification value {v}");
             seg.read(max_size as usize, &mut buf[..n])?;

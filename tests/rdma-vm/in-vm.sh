@@ -43,6 +43,11 @@ scenario() {
         echo "VMTEST FAIL $name rc=$rc (want $want_rc) ok-lines=$ok (want $want_ok) ranks-on-verbs=$verbs (want $ranks)"
         grep -v " INFO " $OUT/$name.err | grep -v "RUST_BACKTRACE\|^$" | head -n 20 | sed "s/^/  /"
         tail -n 5 $OUT/$name.out | sed 's/^/  /'
+        # What the emulated NICs saw: retries and out-of-order packets
+        # point at the link, not at the runtime.
+        for d in rxe0 rxe1; do
+            echo "  $d: $(rdma statistic show link $d/1 2>&1 | tr '\n' ' ')"
+        done
     fi
 }
 
