@@ -138,6 +138,14 @@ const SPIN_CHUNK_WITH_WORK: u32 = 32;
 pub trait SpinWork: Send + Sync + std::fmt::Debug {
     /// Does whatever work there is now; returns whether there was any.
     fn run(&self) -> bool;
+
+    /// Paced polls of the words between two calls of [`SpinWork::run`]
+    /// (and two clock readings): fewer for work that is itself the way the
+    /// word gets set (reading the socket a notification arrives on), so
+    /// that it is looked at within a fraction of a microsecond.
+    fn polls_between(&self) -> u32 {
+        SPIN_CHUNK_WITH_WORK
+    }
 }
 
 /// A view of a notification area in memory shared with other processes.
@@ -197,8 +205,8 @@ impl NotificationArea {
 
     /// Polls per look at the clock (and at the spin work) while spinning.
     fn spin_chunk(&self) -> u32 {
-        match self.spin_work {
-            Some(_) => SPIN_CHUNK_WITH_WORK,
+        match &self.spin_work {
+            Some(work) => work.polls_between().max(1),
             None => SPIN_CHUNK,
         }
     }

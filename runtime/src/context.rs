@@ -14,6 +14,7 @@ use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::types::{Rank, RankState, SegId};
+use crate::waiter_progress::{WaitWork, WaiterProgress};
 use crate::wire::Message;
 use gaspi_segments::HostId;
 use std::collections::HashMap;
@@ -42,6 +43,10 @@ pub(crate) struct Peer {
     connecting: Mutex<()>,
     /// How its segments are reached; `None` when no transport does.
     pub transport: Option<Arc<dyn Transport>>,
+    /// Answers (`Settled`, per queue) owed to this peer for requests a
+    /// waiter applied: they ride on the next frame sent to it, or the
+    /// progress engine sends them (`waiter_progress.rs`).
+    pub settle_stash: crate::transport::tcp::serve::SettleStash,
 }
 
 /// Replies to requests, keyed by token, and the condition waiters sleep on.
@@ -91,6 +96,12 @@ pub(crate) struct Inner {
     /// What this rank's waiters do while they spin: help with copies
     /// posted to it (`transport/assisted_copy.rs`); `None` when off.
     pub copy_helper: Option<Arc<CopyHelper>>,
+    /// Connections of TCP peers that waiting threads read themselves
+    /// (`waiter_progress.rs`).
+    pub waiter_progress: Arc<WaiterProgress>,
+    /// What waiters on this rank's notification areas do while they spin;
+    /// `None` when there is nothing (no copy help, no TCP peer).
+    pub wait_work: Option<Arc<WaitWork>>,
     /// The RDMA transport, when this rank opened a device: it registers
     /// every host segment this rank creates (`transport/verbs/`).
     #[cfg(feature = "verbs")]
@@ -216,6 +227,27 @@ impl Inner {
         self.tokens.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Wakes the progress engine: it takes the connections this rank's
+    /// threads made and closes those a waiter found ended.
+    pub fn wake_engine(&self) {
+        if let Some(w) = self.engine_waker.get() {
+            let _ = w.wake();
+        }
+    }
+
+    /// Sends the answers waiters left owed to peers, if any (progress
+    /// engine; see `transport/tcp/serve.rs`, `SettleStash`).
+    pub fn send_owed_answers(&self) {
+        if !self.waiter_progress.take_owed() {
+            return;
+        }
+        for (r, peer) in self.peers.iter().enumerate() {
+            if let Some(owed) = peer.settle_stash.take_frames() {
+                let _ = self.send_frame_by(Rank(r as u32), &owed, Urgency::Now, "settle");
+            }
+        }
+    }
+
     /// Wakes threads waiting on replies or on the system segment.
     pub fn wake_all(&self) {
         for q in &self.queues {
@@ -276,24 +308,69 @@ impl Inner {
         urgency: Urgency,
         op: &'static str,
     ) -> Result<()> {
+        self.send_parts_by(rank, &[frame], urgency, op)
+    }
+
+    /// [`Inner::send_frame_by`] of a frame in pieces (a write's head and
+    /// its data where it lies), written with one system call where the
+    /// socket takes them.
+    pub fn send_parts_by(
+        &self,
+        rank: Rank,
+        parts: &[&[u8]],
+        urgency: Urgency,
+        op: &'static str,
+    ) -> Result<()> {
         self.peer_ok(rank)?;
         let deadline = match urgency {
             Urgency::Now => None,
             Urgency::Within(d) => d,
         };
         let control = self.control_to(rank, deadline)?;
+        let gone = || match self.peer_ok(rank) {
+            Err(e) => e,
+            Ok(()) => Error::PeerDead { rank },
+        };
+        // Answers owed to the peer go first, in the same system call (a
+        // ping-pong's answer carries the settlement of the request it
+        // answers). They never wait for room, whatever the frame does.
+        let owed_frames = self.peers[rank.0 as usize].settle_stash.take_frames();
+        let owed: &[u8] = owed_frames.as_deref().unwrap_or(&[]);
+        let mut owed_pending = !owed.is_empty();
+        let mut joined: [&[u8]; 4] = [&[]; 4];
+        if owed_pending && parts.len() >= joined.len() {
+            if control.offer(owed, true).is_err() {
+                return Err(gone());
+            }
+            owed_pending = false;
+        }
         loop {
-            match control.offer(frame, urgency == Urgency::Now) {
+            let now = urgency == Urgency::Now;
+            let offered = if owed_pending {
+                joined[0] = owed;
+                joined[1..=parts.len()].copy_from_slice(parts);
+                control.offer_parts(&joined[..=parts.len()], now)
+            } else {
+                control.offer_parts(parts, now)
+            };
+            match offered {
                 Ok(Offered::Sent | Offered::Queued) => return Ok(()),
-                Ok(Offered::Full) => {}
+                Ok(Offered::Full) => {
+                    // The frame waits for room; the answers do not.
+                    if owed_pending {
+                        if control.offer(owed, true).is_err() {
+                            return Err(gone());
+                        }
+                        owed_pending = false;
+                    }
+                }
                 Err(e) => {
                     // The connection is closed: the progress engine reads
                     // it too and decides between "ended in order" and
                     // "dead" (it saw a goodbye or not); until it has, the
                     // rank is reported dead without being marked.
                     tracing::debug!("sending to {rank}: {e}");
-                    self.peer_ok(rank)?;
-                    return Err(Error::PeerDead { rank });
+                    return Err(gone());
                 }
             }
             self.peer_ok(rank)?;
@@ -344,9 +421,7 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((rank, stream));
-        if let Some(w) = self.engine_waker.get() {
-            let _ = w.wake();
-        }
+        self.wake_engine();
         tracing::debug!("connected to {rank} on first use");
         Ok(peer.control.get().expect("set just above or by the engine"))
     }
@@ -595,6 +670,10 @@ impl Gaspi {
             std::process::exit(code);
         }
         crate::launcher::adopt_lifeline();
+        // Decided once: the choice reads the cores this process may use,
+        // which under cgroups means reading /proc (tens of microseconds),
+        // and waits ask for it on every call.
+        config.spin = Some(config.effective_spin());
         let info = config.launch.clone();
         let rank = Rank(info.rank);
         let size = info.size;
@@ -607,9 +686,6 @@ impl Gaspi {
             system_notifications(config.group_max, size),
             config.effective_spin(),
         )?;
-        if let Some(helper) = &copy_helper {
-            system.notifications.set_spin_work(helper.clone());
-        }
         #[cfg(feature = "verbs")]
         let verbs = open_verbs(&config, rank, size)?;
         #[cfg(feature = "verbs")]
@@ -692,18 +768,24 @@ impl Gaspi {
                 control,
                 connecting: Mutex::new(()),
                 transport,
+                settle_stash: Default::default(),
             });
         }
-        // A rank that TCP peers reach needs two threads at times: its
-        // progress engine applies what arrives while the application waits
-        // for it. Where the host has no core for both, waiters spin only
-        // briefly, so they do not starve the engine that would wake them.
+        // Peers reached over TCP: a spinning waiter reads their
+        // connections itself, so it does not wait for (or starve) the
+        // progress engine, and spins as long as any waiter does.
         let tcp_peers = peers
             .iter()
             .any(|p| p.transport.as_ref().is_some_and(|t| t.name() == "tcp"));
-        if tcp_peers && config.spin.is_none() && !config.local_threads_fit_cores(2) {
-            config.spin = Some(crate::config::SHORT_SPIN);
-            system.notifications.set_spin(crate::config::SHORT_SPIN);
+        // Waiters help with copies posted to this rank and read the
+        // connections of TCP peers while they spin (`waiter_progress.rs`).
+        let waiter_progress = Arc::new(WaiterProgress::default());
+        let wait_work = WaitWork::new(
+            copy_helper.clone(),
+            tcp_peers.then(|| waiter_progress.clone()),
+        );
+        if let Some(work) = &wait_work {
+            system.notifications.set_spin_work(work.clone());
         }
         let system = Arc::new(system);
         let inner = Arc::new(Inner {
@@ -727,6 +809,8 @@ impl Gaspi {
             owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),
             copy_assist_min: copy_assist_min.unwrap_or(u64::MAX),
             copy_helper,
+            waiter_progress,
+            wait_work,
             peers,
             config,
             #[cfg(feature = "verbs")]
@@ -736,6 +820,7 @@ impl Gaspi {
             helper.bind(Arc::downgrade(&inner));
         }
         tcp.bind(Arc::downgrade(&inner));
+        inner.waiter_progress.bind(Arc::downgrade(&inner));
         #[cfg(feature = "verbs")]
         if let Some(v) = &inner.verbs {
             v.bind(Arc::downgrade(&inner), tcp_dyn.clone())?;

@@ -78,6 +78,9 @@ struct Outbox {
 pub(crate) struct ControlOut {
     fd: RawFd,
     outbox: Mutex<Outbox>,
+    /// The outbox holds bytes the socket has not taken (kept with it, for
+    /// readers that must not take the lock to find out).
+    queued: std::sync::atomic::AtomicBool,
 }
 
 impl ControlOut {
@@ -95,23 +98,58 @@ impl ControlOut {
                 taken: 0,
                 broken: None,
             }),
+            queued: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether bytes wait for the socket to take them (one load).
+    pub fn has_queued(&self) -> bool {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn note_queued(&self, out: &Outbox) {
+        let queued = out.pending.len() > out.taken;
+        if queued != self.has_queued() {
+            self.queued
+                .store(queued, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Appends `frame` whole if there is room (or `now`), then writes what
     /// the socket takes. An `Err` is a connection that failed for good.
     pub fn offer(&self, frame: &[u8], now: bool) -> std::io::Result<Offered> {
+        self.offer_parts(&[frame], now)
+    }
+
+    /// [`Self::offer`] of the bytes of `parts`, one after the other: one
+    /// frame built of pieces (a write's head and its data, where the data
+    /// lies), or several frames, taken whole or not at all together.
+    pub fn offer_parts(&self, parts: &[&[u8]], now: bool) -> std::io::Result<Offered> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
         out.flush()?;
         let held = out.pending.len() - out.taken;
-        if !now && held > 0 && held + frame.len() > OUTBOX_MAX {
+        if !now && held > 0 && held + total > OUTBOX_MAX {
             return Ok(Offered::Full);
         }
         // Nothing queued: the socket takes what it can straight from the
-        // frame, and only the rest is copied into the outbox.
-        let sent = if held == 0 { out.write_some(frame)? } else { 0 };
-        out.pending.extend_from_slice(&frame[sent..]);
+        // parts (one system call for all of them), and only the rest is
+        // copied into the outbox.
+        let mut skip = if held == 0 {
+            out.write_parts(parts)?
+        } else {
+            0
+        };
+        for part in parts {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            out.pending.extend_from_slice(&part[skip..]);
+            skip = 0;
+        }
         out.flush()?;
+        self.note_queued(&out);
         Ok(if out.pending.is_empty() {
             Offered::Sent
         } else {
@@ -123,7 +161,9 @@ impl ControlOut {
     /// room). Returns the bytes still held.
     pub fn flush(&self) -> std::io::Result<usize> {
         let mut out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
-        out.flush()?;
+        let flushed = out.flush();
+        self.note_queued(&out);
+        flushed?;
         Ok(out.pending.len() - out.taken)
     }
 
@@ -154,6 +194,26 @@ impl ControlOut {
         // descriptor belongs to `self.outbox`'s stream, which lives as long
         // as `self` (a closed descriptor would only make poll report it).
         unsafe { libc::poll(&mut pfd, 1, ms) };
+    }
+}
+
+/// `sendmsg` of `iov` with `MSG_NOSIGNAL`: a peer that closed its end is
+/// an error (`EPIPE`), not a SIGPIPE that would end a C program linked
+/// against us (Rust programs ignore the signal; C programs do not).
+/// `writev`, which `Write::write_vectored` uses, has no such flag.
+fn send_vectored(stream: &TcpStream, iov: &[libc::iovec]) -> std::io::Result<usize> {
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: `msg` points at `iov`, whose entries point into slices that
+    // live across the call; sendmsg only reads them. The descriptor is
+    // the stream's, open while `stream` is borrowed.
+    let n = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }
 
@@ -223,14 +283,34 @@ impl Outbox {
         Ok(())
     }
 
-    /// Writes what the socket takes of `bytes` now (nothing queued before).
-    fn write_some(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+    /// Writes what the socket takes of the bytes of `parts` now (nothing
+    /// queued before); returns how many it took.
+    fn write_parts(&mut self, parts: &[&[u8]]) -> std::io::Result<usize> {
         if let Some(kind) = self.broken {
             return Err(kind.into());
         }
+        let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut sent = 0;
-        while sent < bytes.len() {
-            match (&*self.stream).write(&bytes[sent..]) {
+        while sent < total {
+            // The parts not yet taken, the first one cut where it stopped.
+            let mut skip = sent;
+            let iov: Vec<libc::iovec> = parts
+                .iter()
+                .filter_map(|p| {
+                    if skip >= p.len() {
+                        skip -= p.len();
+                        None
+                    } else {
+                        let rest = &p[skip..];
+                        skip = 0;
+                        Some(libc::iovec {
+                            iov_base: rest.as_ptr() as *mut libc::c_void,
+                            iov_len: rest.len(),
+                        })
+                    }
+                })
+                .collect();
+            match send_vectored(&self.stream, &iov) {
                 Ok(0) => return self.fail(std::io::ErrorKind::WriteZero).map(|()| sent),
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

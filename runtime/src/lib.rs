@@ -54,6 +54,7 @@ mod stats;
 mod tables;
 mod transport;
 mod types;
+mod waiter_progress;
 mod wire;
 
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};

@@ -635,8 +635,8 @@ impl Gaspi {
     /// Publishes a new local segment, unless its id was taken meanwhile.
     fn install(&self, mut s: LocalSegment) -> Result<Segment> {
         let inner = &self.inner;
-        if let Some(helper) = &inner.copy_helper {
-            s.notifications.set_spin_work(helper.clone());
+        if let Some(work) = &inner.wait_work {
+            s.notifications.set_spin_work(work.clone());
         }
         #[cfg(feature = "verbs")]
         if let Some(v) = &inner.verbs {
@@ -1145,6 +1145,15 @@ impl Gaspi {
         // Requests of transports that complete later (TCP): wait for their
         // targets' answers; a target gone with requests unanswered fails
         // the wait at once, naming it.
+        // A TCP target's answers: read its connection here for the spin
+        // budget before sleeping (`waiter_progress.rs`).
+        if q.outstanding.is_busy() && self.inner.waiter_progress.is_active() {
+            let until = std::time::Instant::now() + self.inner.config.effective_spin();
+            let until = timeout.deadline().map_or(until, |d| d.min(until));
+            self.inner
+                .waiter_progress
+                .poll_while(until, || q.outstanding.is_busy());
+        }
         #[cfg(feature = "verbs")]
         if let Some(v) = &self.inner.verbs {
             // Poll the completion queues here for a moment before sleeping:

@@ -31,11 +31,14 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
+/// How long the engine naps between looks while waiters read the TCP
+/// peers' connections themselves (`waiter_progress.rs`).
+const QUIET_NAP: Duration = Duration::from_micros(100);
 /// How long the engine polls without sleeping after it handled something
 /// (where the host has a core for it): about a network round trip.
 const ENGINE_SPIN: Duration = Duration::from_micros(50);
@@ -61,25 +64,55 @@ pub(crate) struct ProgressEngine {
     thread: Option<JoinHandle<()>>,
 }
 
-/// One control connection as the engine reads it. The socket is shared
+/// The reading side of one control connection. The socket is shared
 /// with the peer's `ControlOut` when it is the one this rank sends on.
-struct Connection {
-    rank: Rank,
-    stream: Arc<TcpStream>,
+///
+/// Read by the engine and, for peers reached over TCP, by application
+/// threads that wait for them (`waiter_progress.rs`): whoever holds
+/// `state` reads the socket until it would block and handles every whole
+/// frame, so frames are handled once and in order whichever thread reads.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub rank: Rank,
+    pub stream: Arc<TcpStream>,
+    pub state: Mutex<ReadState>,
+}
+
+/// What a reader of a connection keeps between reads.
+#[derive(Debug, Default)]
+pub(crate) struct ReadState {
     /// Bytes read and not yet taken as frames: `buf[..filled]`.
     buf: Vec<u8>,
     filled: usize,
     said_goodbye: bool,
+    /// A large write whose data is being read straight into its segment.
+    direct: Option<tcp::DirectPut>,
+    /// A reader that was not the engine saw the connection end (or fail,
+    /// or send garbage): the engine decides what that means when woken.
+    pub ended: bool,
+}
+
+impl Connection {
+    /// Locks the read state (a reader that panicked left it consistent:
+    /// bytes are taken only as whole frames).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, ReadState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Everything the engine thread owns.
 struct Engine {
     poll: Poll,
-    conns: Vec<Option<Connection>>,
+    conns: Vec<Option<Arc<Connection>>>,
     listener: Option<TcpListener>,
     pending: Vec<Option<Pending>>,
     inner: Arc<Inner>,
     stop: Arc<AtomicBool>,
+    /// Connections whose socket reported bytes while a waiter was reading
+    /// them (`waiter_progress.rs`): tried again at once, since the
+    /// waiter may have stopped reading just before those bytes came and
+    /// the edge-triggered `epoll` will not report them again.
+    busy: Vec<usize>,
 }
 
 impl ProgressEngine {
@@ -114,6 +147,7 @@ impl ProgressEngine {
             pending: Vec::new(),
             inner: inner.clone(),
             stop: stop.clone(),
+            busy: Vec::new(),
         };
         for (rank, s) in readers {
             engine.add(rank, s)?;
@@ -163,19 +197,22 @@ impl Engine {
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(|e| Error::io("registering a control socket", e))?;
-        self.conns.push(Some(Connection {
+        let conn = Arc::new(Connection {
             rank,
             stream,
-            buf: Vec::new(),
-            filled: 0,
-            said_goodbye: false,
-        }));
+            state: Mutex::new(ReadState::default()),
+        });
+        // A peer reached over TCP: its requests and answers are what this
+        // rank's waiters wait for, so they may read it too.
+        if self.inner.transport_name(rank) == "tcp" {
+            self.inner.waiter_progress.watch(&conn);
+        }
+        self.conns.push(Some(conn));
         Ok(())
     }
 
     fn run(mut self) {
         let mut events = Events::with_capacity(64);
-        let mut chunk = vec![0u8; 64 * 1024];
         // After work, poll without sleeping for a short while before
         // blocking: the next request of a conversation (a ping-pong, a
         // stream of writes) then costs no wake-up. Only where the host has
@@ -191,6 +228,17 @@ impl Engine {
                 self.say_goodbye();
                 return;
             }
+            let waiters = &self.inner.waiter_progress;
+            // While waiters read the TCP peers' sockets themselves, do not
+            // sit in `epoll`: every packet would wake this thread (on a
+            // busy host, in the middle of a waiter's time slice) to find
+            // its bytes already taken. Look every QUIET_NAP instead, for
+            // everything else (other connections, handshakes, answers a
+            // waiter left owed).
+            let quiet = waiters.has_pollers();
+            if quiet {
+                std::thread::sleep(QUIET_NAP);
+            }
             // Wake for the first handshake to expire, if any.
             let now = Instant::now();
             let timeout = self
@@ -200,12 +248,26 @@ impl Engine {
                 .map(|p| p.until().saturating_duration_since(now))
                 .min()
                 .map(|d| d + Duration::from_millis(1));
-            let timeout = if now < spin_until {
-                Some(Duration::ZERO)
-            } else {
+            // A waiter reading the sockets itself (`waiter_progress.rs`)
+            // makes the engine's spin redundant: it would only take a core.
+            let timeout =
+                if quiet || !self.busy.is_empty() || now < spin_until && !waiters.has_pollers() {
+                    Some(Duration::ZERO)
+                } else {
+                    timeout
+                };
+            // About to sleep: a waiter that leaves answers owed from now
+            // on wakes us; what was left before, we send first.
+            let asleep = timeout != Some(Duration::ZERO) && waiters.engine_sleeps();
+            let timeout = if asleep {
                 timeout
+            } else {
+                Some(Duration::ZERO)
             };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            let polled = self.poll.poll(&mut events, timeout);
+            waiters.engine_wakes();
+            self.inner.send_owed_answers();
+            if let Err(e) = polled {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
@@ -213,23 +275,29 @@ impl Engine {
                 return;
             }
             self.expire_handshakes();
+            for i in std::mem::take(&mut self.busy) {
+                self.serve(i, false, CHUNK);
+            }
             if !events.is_empty() {
                 spin_until = Instant::now() + spin;
             }
             for ev in events.iter() {
                 match ev.token() {
-                    WAKER => self.take_made_connections(),
+                    WAKER => {
+                        self.take_made_connections();
+                        self.reap_ended();
+                    }
                     LISTENER => self.accept(),
                     Token(t) if t >= PENDING => self.advance_handshake(t - PENDING),
-                    Token(i) => self.serve(i, ev.is_writable(), &mut chunk),
+                    Token(i) => self.serve(i, ev.is_writable(), CHUNK),
                 }
             }
         }
     }
 
-    fn serve(&mut self, i: usize, writable: bool, chunk: &mut [u8]) {
+    fn serve(&mut self, i: usize, writable: bool, chunk: usize) {
         let inner = &*self.inner;
-        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+        let Some(conn) = self.conns.get(i).and_then(|c| c.clone()) else {
             return;
         };
         if writable {
@@ -240,18 +308,53 @@ impl Engine {
                 let _ = out.flush();
             }
         }
-        if read_available(conn, chunk, inner) {
-            let conn = self.conns[i].take().expect("present");
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&conn.stream.as_raw_fd()));
-            let state = if conn.said_goodbye {
-                RankState::Terminated
-            } else {
-                RankState::Corrupt
-            };
-            inner.mark_gone(conn.rank, state);
+        // Never wait for a waiter that reads this connection: try again
+        // on the next turn of the loop.
+        let mut state = match conn.state.try_lock() {
+            Ok(s) => s,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                if !self.busy.contains(&i) {
+                    self.busy.push(i);
+                }
+                return;
+            }
+        };
+        if state.ended || read_available(&conn, &mut state, chunk, inner, Reader::Engine) {
+            let said_goodbye = state.said_goodbye;
+            drop(state);
+            self.close(i, said_goodbye);
+        }
+    }
+
+    /// Stops reading connection `i`, which ended; its rank is gone.
+    fn close(&mut self, i: usize, said_goodbye: bool) {
+        let Some(conn) = self.conns.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        self.inner.waiter_progress.unwatch(&conn);
+        let _ = self
+            .poll
+            .registry()
+            .deregister(&mut SourceFd(&conn.stream.as_raw_fd()));
+        let state = if said_goodbye {
+            RankState::Terminated
+        } else {
+            RankState::Corrupt
+        };
+        self.inner.mark_gone(conn.rank, state);
+    }
+
+    /// Closes the connections a waiter found ended (it wakes the engine).
+    fn reap_ended(&mut self) {
+        for i in 0..self.conns.len() {
+            let ended = self.conns[i].as_ref().map(|c| {
+                let st = c.lock();
+                (st.ended, st.said_goodbye)
+            });
+            if let Some((true, said_goodbye)) = ended {
+                self.close(i, said_goodbye);
+            }
         }
     }
 
@@ -420,42 +523,97 @@ impl Engine {
     }
 }
 
-/// Reads and handles everything available; true when the connection ended.
-fn read_available(conn: &mut Connection, chunk: &mut [u8], inner: &Inner) -> bool {
+/// Who reads a connection: the answers it owes go out at once from the
+/// engine, and with the application's next frame from a waiter
+/// (`transport/tcp/serve.rs`, `SettleStash`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    Engine,
+    Waiter,
+}
+
+/// Bytes a reader asks the socket for at least (more when the frame being
+/// read needs more).
+pub(crate) const CHUNK: usize = 64 * 1024;
+
+/// Reads and handles everything available on `conn` (whose `state` the
+/// caller holds); true when the connection ended, failed or sent
+/// something that is not a frame.
+pub(crate) fn read_available(
+    conn: &Connection,
+    st: &mut ReadState,
+    chunk: usize,
+    inner: &Inner,
+    reader: Reader,
+) -> bool {
+    let answer = |mut settles: tcp::Settles| match reader {
+        Reader::Engine => settles.flush(inner, conn.rank),
+        Reader::Waiter => settles.stash(inner, conn.rank),
+    };
     loop {
-        // Read straight into the frame buffer, as much as the frame being
-        // read still needs (at least a chunk): large writes over TCP are
-        // copied once from the socket, and once into the segment.
-        // The buffer only grows (zeroed once) and `filled` says how much
-        // of it holds bytes read.
-        let have = conn.filled;
-        let want = frame_remainder(&conn.buf[..have]).max(chunk.len());
-        if conn.buf.len() < have + want {
-            conn.buf.resize(have + want, 0);
+        // A large write: its data goes from the socket into its segment.
+        if let Some(d) = &mut st.direct {
+            match d.read_from(&conn.stream) {
+                Ok(0) => return true,
+                Ok(_) if d.left() > 0 => {}
+                Ok(_) => {
+                    let mut settles = tcp::Settles::default();
+                    if let Some(d) = st.direct.take() {
+                        d.finish(inner, conn.rank, &mut settles);
+                    }
+                    answer(settles);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!("{}: control connection error: {e}", conn.rank);
+                    return true;
+                }
+            }
+            continue;
         }
-        let got = (&*conn.stream).read(&mut conn.buf[have..have + want]);
+        // Read into the frame buffer, as much as the frame being read
+        // still needs (at least a chunk). The buffer only grows (zeroed
+        // once) and `filled` says how much of it holds bytes read.
+        let have = st.filled;
+        let want = frame_remainder(&st.buf[..have]).max(chunk);
+        if st.buf.len() < have + want {
+            st.buf.resize(have + want, 0);
+        }
+        let got = (&*conn.stream).read(&mut st.buf[have..have + want]);
         match got {
             Ok(0) => return true,
             Ok(n) => {
-                conn.filled += n;
+                st.filled += n;
                 let mut msgs = Vec::new();
                 let rank = conn.rank;
                 // One answer per queue for everything this read applied.
                 let mut settles = tcp::Settles::default();
                 let (used, taken) = for_each_frame(
-                    &conn.buf[..conn.filled],
+                    &st.buf[..st.filled],
                     |put| tcp::put(inner, rank, &put, &mut settles),
                     |m| msgs.push(m),
                 );
-                conn.buf.copy_within(used..conn.filled, 0);
-                conn.filled -= used;
+                let filled = st.filled;
+                st.buf.copy_within(used..filled, 0);
+                st.filled -= used;
                 for m in msgs {
-                    handle(conn, m, inner, &mut settles);
+                    handle(rank, &mut st.said_goodbye, m, inner, &mut settles);
                 }
-                settles.flush(inner, rank);
+                answer(settles);
                 if let Err(e) = taken {
                     tracing::error!("{}: {e}; dropping the connection", conn.rank);
                     return true;
+                }
+                // What is left starts a frame not read whole: if it is a
+                // large write, the rest of its data goes straight into
+                // the segment (written once, not copied from here).
+                if let Some(head) = crate::wire::put_head(&st.buf[..st.filled]) {
+                    let have = &st.buf[head.head..st.filled];
+                    if let Some(d) = tcp::DirectPut::start(inner, head, have) {
+                        st.filled = 0;
+                        st.direct = Some(d);
+                    }
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
@@ -477,8 +635,13 @@ fn frame_remainder(buf: &[u8]) -> usize {
     (4 + len.min(crate::wire::MAX_FRAME)).saturating_sub(buf.len())
 }
 
-fn handle(conn: &mut Connection, msg: Message, inner: &Inner, settles: &mut tcp::Settles) {
-    let from = conn.rank;
+fn handle(
+    from: Rank,
+    said_goodbye: &mut bool,
+    msg: Message,
+    inner: &Inner,
+    settles: &mut tcp::Settles,
+) {
     match msg {
         Message::Register { token, seg, desc } => {
             let result = inner
@@ -562,7 +725,7 @@ fn handle(conn: &mut Connection, msg: Message, inner: &Inner, settles: &mut tcp:
         }
         Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
         Message::Passive { data } => inner.passive.push(from, data),
-        Message::Goodbye => conn.said_goodbye = true,
+        Message::Goodbye => *said_goodbye = true,
         Message::PeerGone { rank, terminated } if rank < inner.size && rank != inner.rank.0 => {
             let state = if terminated {
                 RankState::Terminated

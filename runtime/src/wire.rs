@@ -57,8 +57,11 @@ pub(crate) enum Message {
         queue: Option<u8>,
         seg: u8,
         offset: u64,
-        data: serde_bytes::ByteBuf,
+        /// Before the data: the target checks everything before a byte
+        /// of a large write lands (it reads those straight into the
+        /// segment, `transport/tcp/serve.rs`).
         notify: Option<(u32, u32)>,
+        data: serde_bytes::ByteBuf,
     },
     /// "Set notification `id` of your segment `seg` to `value`" (TCP),
     /// after everything sent before it.
@@ -252,9 +255,11 @@ fn put_tag() -> [u8; 4] {
     })
 }
 
-/// The frame of a `Message::Put`, the same bytes as [`encode`] gives, built
-/// with one copy of `data` instead of three (bincode's layout: variant
-/// index, then the fields in order; a test checks it against `encode`).
+/// The frame of a `Message::Put`, the same bytes as [`encode`] gives
+/// (bincode's layout: variant index, then the fields in order; a test
+/// checks it against `encode`). The transport sends the head
+/// ([`encode_put_head`]) and the data where it lies instead.
+#[cfg(test)]
 pub(crate) fn encode_put(
     queue: Option<u8>,
     seg: u8,
@@ -262,7 +267,22 @@ pub(crate) fn encode_put(
     data: &[u8],
     notify: Option<(u32, u32)>,
 ) -> Vec<u8> {
-    let mut f = Vec::with_capacity(4 + 4 + 2 + 1 + 8 + 8 + data.len() + 9);
+    let mut f = encode_put_head(queue, seg, offset, data.len(), notify);
+    f.extend_from_slice(data);
+    f
+}
+
+/// The bytes of a `Put` frame that come before its `len` bytes of data:
+/// sent with the data where it lies (`ControlOut::offer_parts`), they make
+/// the frame [`encode_put`] makes.
+pub(crate) fn encode_put_head(
+    queue: Option<u8>,
+    seg: u8,
+    offset: u64,
+    len: usize,
+    notify: Option<(u32, u32)>,
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(4 + 4 + 2 + 1 + 8 + 9 + 8);
     f.extend_from_slice(&[0; 4]); // length, set below
     f.extend_from_slice(&put_tag());
     match queue {
@@ -271,8 +291,6 @@ pub(crate) fn encode_put(
     }
     f.push(seg);
     f.extend_from_slice(&offset.to_le_bytes());
-    f.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    f.extend_from_slice(data);
     match notify {
         Some((id, value)) => {
             f.push(1);
@@ -281,9 +299,67 @@ pub(crate) fn encode_put(
         }
         None => f.push(0),
     }
-    let len = (f.len() - 4) as u32;
-    f[..4].copy_from_slice(&len.to_le_bytes());
+    f.extend_from_slice(&(len as u64).to_le_bytes());
+    let body = (f.len() - 4 + len) as u32;
+    f[..4].copy_from_slice(&body.to_le_bytes());
     f
+}
+
+/// The part of a `Put` frame that comes before its data: enough to check
+/// the whole request and put the data where it belongs while it is still
+/// arriving (the TCP transport reads large writes straight into the
+/// segment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PutHead {
+    pub queue: Option<u8>,
+    pub seg: u8,
+    pub offset: u64,
+    pub notify: Option<(u32, u32)>,
+    /// Bytes of data; they end the frame.
+    pub len: usize,
+    /// Bytes of the frame before the data, length prefix included.
+    pub head: usize,
+}
+
+/// The head of the `Put` frame that `buf` starts with (length prefix
+/// first), once `buf` holds all of it; `None` for any other frame, a head
+/// not read whole yet, or lengths that do not add up.
+pub(crate) fn put_head(buf: &[u8]) -> Option<PutHead> {
+    let frame = u32::from_le_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+    if frame > MAX_FRAME || buf.get(4..8)? != put_tag() {
+        return None;
+    }
+    let mut at = 8usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = buf.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    let queue = match take(1)?[0] {
+        0 => None,
+        1 => Some(take(1)?[0]),
+        _ => return None,
+    };
+    let seg = take(1)?[0];
+    let offset = u64::from_le_bytes(take(8)?.try_into().ok()?);
+    let notify = match take(1)?[0] {
+        0 => None,
+        1 => {
+            let id = u32::from_le_bytes(take(4)?.try_into().ok()?);
+            let value = u32::from_le_bytes(take(4)?.try_into().ok()?);
+            Some((id, value))
+        }
+        _ => return None,
+    };
+    let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
+    (at.checked_add(len)? == 4 + frame).then_some(PutHead {
+        queue,
+        seg,
+        offset,
+        notify,
+        len,
+        head: at,
+    })
 }
 
 /// Reads a `Put` body in place; `None` when `body` is another message (or
@@ -305,8 +381,6 @@ fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
     };
     let seg = take(1)?[0];
     let offset = u64::from_le_bytes(take(8)?.try_into().ok()?);
-    let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
-    let data = take(len)?;
     let notify = match take(1)?[0] {
         0 => None,
         1 => {
@@ -316,6 +390,8 @@ fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
         }
         _ => return None,
     };
+    let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
+    let data = take(len)?;
     (at == body.len()).then_some(PutRef {
         queue,
         seg,
@@ -328,6 +404,27 @@ fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_put_head_is_read_from_any_prefix_that_holds_it() {
+        for notify in [None, Some((7u32, 9u32))] {
+            for queue in [None, Some(3u8)] {
+                let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+                let f = encode_put(queue, 5, 4096, &data, notify);
+                let head = put_head(&f).expect("a put's head");
+                assert_eq!(
+                    (head.queue, head.seg, head.offset, head.notify, head.len),
+                    (queue, 5, 4096, notify, 1000)
+                );
+                assert_eq!(head.head + head.len, f.len());
+                assert_eq!(&f[head.head..], &data[..]);
+                // Any prefix holding the head gives the same; shorter ones none.
+                assert_eq!(put_head(&f[..head.head]), Some(head));
+                assert_eq!(put_head(&f[..head.head - 1]), None);
+            }
+        }
+        assert_eq!(put_head(&encode(&Message::Goodbye).unwrap()), None);
+    }
 
     #[test]
     fn frames_split_at_the_right_places_even_when_cut() {

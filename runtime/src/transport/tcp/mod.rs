@@ -114,21 +114,21 @@ impl TcpSegment {
         via: Via<'_>,
         op: &'static str,
     ) -> Result<()> {
-        self.send_frame_counted(inner, &crate::wire::encode(msg)?, via, op)
+        self.send_frame_counted(inner, &[&crate::wire::encode(msg)?], via, op)
     }
 
-    /// [`Self::send_counted`] of a frame already encoded.
+    /// [`Self::send_counted`] of a frame already encoded, in pieces.
     fn send_frame_counted(
         &self,
         inner: &Inner,
-        frame: &[u8],
+        frame: &[&[u8]],
         via: Via<'_>,
         op: &'static str,
     ) -> Result<()> {
         if let Some(q) = via.queue {
             q.outstanding.add(self.owner, 1);
         }
-        let sent = inner.send_frame_by(self.owner, frame, Urgency::Within(None), op);
+        let sent = inner.send_parts_by(self.owner, frame, Urgency::Within(None), op);
         if let (Err(_), Some(q)) = (&sent, via.queue) {
             q.outstanding.settle(self.owner, 1, None);
         }
@@ -178,14 +178,16 @@ impl RemoteSegment for TcpSegment {
             // The notification rides on the last piece: the target applies
             // the data, then sets it.
             let last = i + 1 == pieces;
-            let frame = crate::wire::encode_put(
+            // The data goes from where it lies; only what the socket does
+            // not take at once is copied (into the connection's outbox).
+            let head = crate::wire::encode_put_head(
                 queue_index(via),
                 self.seg,
                 offset + at as u64,
-                piece,
+                piece.len(),
                 notify.filter(|_| last),
             );
-            self.send_frame_counted(&inner, &frame, via, "write")?;
+            self.send_frame_counted(&inner, &[&head, piece], via, "write")?;
         }
         Ok(())
     }

@@ -69,7 +69,7 @@ impl Settles {
         }
     }
 
-    /// Sends the answers gathered so far to `from`.
+    /// Sends the answers gathered so far to `from` (the progress engine).
     pub(crate) fn flush(&mut self, inner: &Inner, from: Rank) {
         for (queue, count) in self.counts.drain(..) {
             let _ = inner.send(
@@ -81,6 +81,67 @@ impl Settles {
                 },
             );
         }
+    }
+
+    /// Leaves the answers gathered so far in `from`'s [`SettleStash`]
+    /// (a waiter: the next frame to `from` or the engine takes them).
+    pub(crate) fn stash(&mut self, inner: &Inner, from: Rank) {
+        if self.counts.is_empty() {
+            return;
+        }
+        inner.peers[from.0 as usize]
+            .settle_stash
+            .add(self.counts.drain(..));
+        inner.waiter_progress.owed_answers(inner);
+    }
+}
+
+/// Answers owed to one peer for requests a waiter applied
+/// (`waiter_progress.rs`). A waiter's thread is about to return to the
+/// application, which in a ping-pong sends to the same peer at once: the
+/// answers ride on that frame ([`crate::context::Inner::send_frame_by`])
+/// instead of costing a system call of their own on the waiter's way out.
+/// The progress engine sends what nobody took within its nap.
+#[derive(Debug, Default)]
+pub(crate) struct SettleStash {
+    owed: std::sync::atomic::AtomicBool,
+    counts: std::sync::Mutex<Vec<(u8, u32)>>,
+}
+
+impl SettleStash {
+    fn add(&self, settled: impl Iterator<Item = (u8, u32)>) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        for (queue, n) in settled {
+            match counts.iter_mut().find(|(q, _)| *q == queue) {
+                Some((_, c)) => *c += n,
+                None => counts.push((queue, n)),
+            }
+        }
+        self.owed.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The owed answers as encoded frames, taken (`None`: nothing owed).
+    pub(crate) fn take_frames(&self) -> Option<Vec<u8>> {
+        if !self.owed.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let counts = {
+            let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+            self.owed.store(false, std::sync::atomic::Ordering::Release);
+            std::mem::take(&mut *counts)
+        };
+        let mut frames = Vec::new();
+        for (queue, count) in counts {
+            let msg = Message::Settled {
+                queue,
+                count,
+                failure: None,
+            };
+            if let Ok(frame) = crate::wire::encode(&msg) {
+                frames.extend_from_slice(&frame);
+            }
+        }
+        (!frames.is_empty()).then_some(frames)
     }
 }
 
@@ -323,5 +384,104 @@ mod tests {
 
     fn notify_fn(inner: &Inner, from: Rank, seg: u8, id: u32, value: u32) {
         notify(inner, from, None, seg, id, value, &mut Settles::default());
+    }
+}
+
+/// Smallest write whose data is read from the socket straight into the
+/// segment rather than into the frame buffer first.
+pub(crate) const DIRECT_MIN: usize = 64 * 1024;
+
+/// A peer's large `Put` into a host segment of this rank, whose data is
+/// being read from the socket straight into the segment: the copy from a
+/// frame buffer into the segment, a memory pass over every byte that kept
+/// the reader from the socket meanwhile, is not made. Everything is checked
+/// from the frame's head before a byte lands, as for any write; the
+/// notification is set once the data is all in.
+#[derive(Debug)]
+pub(crate) struct DirectPut {
+    /// Keeps the mapping of the segment alive while bytes land in it.
+    segment: Arc<dyn RemoteSegment>,
+    head: crate::wire::PutHead,
+    /// Next byte to read into, and how many are still to come.
+    at: *mut u8,
+    left: usize,
+}
+
+// SAFETY: `at` points into the data of `segment`'s mapping, which the Arc
+// keeps mapped; only the holder of the connection's read state (one thread
+// at a time, behind its mutex) writes through it.
+unsafe impl Send for DirectPut {}
+
+impl DirectPut {
+    /// A direct read of the `Put` whose head is `head` and of whose data
+    /// `have` (at most `head.len` bytes) arrived already; `None` when the
+    /// write is small, or refused (then it goes the buffered way, which
+    /// answers the refusal), or not into host memory mapped here.
+    pub(crate) fn start(
+        inner: &Inner,
+        head: crate::wire::PutHead,
+        have: &[u8],
+    ) -> Option<DirectPut> {
+        if head.len < DIRECT_MIN || have.len() > head.len {
+            return None;
+        }
+        let segment = own_segment(inner, head.seg).ok()?;
+        check_range(&*segment, head.seg, head.offset, head.len as u64).ok()?;
+        if let Some((id, value)) = head.notify {
+            check_word(&*segment, head.seg, id, value).ok()?;
+        }
+        let data = segment.host_direct()?.data;
+        // SAFETY: offset + len lies within the segment (checked above),
+        // which is mapped here for its size while `segment` lives; `have`
+        // is another buffer (the connection's frame buffer).
+        let at = unsafe {
+            let dst = data.add(head.offset as usize);
+            std::ptr::copy_nonoverlapping(have.as_ptr(), dst, have.len());
+            dst.add(have.len())
+        };
+        Some(DirectPut {
+            head,
+            at,
+            left: head.len - have.len(),
+            segment,
+        })
+    }
+
+    /// Bytes of data still to come.
+    pub(crate) fn left(&self) -> usize {
+        self.left
+    }
+
+    /// Reads what `socket` has of the data into the segment: `Ok(0)` at
+    /// the end of the stream, `WouldBlock` when nothing is there.
+    pub(crate) fn read_from(&mut self, socket: &std::net::TcpStream) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `at` is valid for writes of `left` bytes (start() and the
+        // updates below keep it inside the checked range of the mapped
+        // segment); read(2) writes at most that many. Raw memory, not a
+        // Rust reference: other processes may access the segment.
+        let n = unsafe { libc::read(socket.as_raw_fd(), self.at.cast(), self.left) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = n as usize;
+        // SAFETY: n <= left, so `at` stays within the range.
+        self.at = unsafe { self.at.add(n) };
+        self.left -= n;
+        Ok(n)
+    }
+
+    /// The data is in: sets the notification, if any, and answers the
+    /// write.
+    pub(crate) fn finish(self, inner: &Inner, from: Rank, settles: &mut Settles) {
+        debug_assert_eq!(self.left, 0);
+        let outcome = match self.head.notify {
+            Some((id, value)) => self
+                .segment
+                .notify(id, value, Via::INTERNAL)
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
+        settle(inner, from, self.head.queue, outcome, "write", settles);
     }
 }
