@@ -294,36 +294,62 @@ fn pingpong_with_child(iters: u64) -> io::Result<(Samples, Pid)> {
     Ok((samples, child))
 }
 
-/// Half round trip of `size`-byte messages over a loopback TCP connection
-/// between this thread and an echo thread, both busy-polling non-blocking
-/// sockets with `TCP_NODELAY`: the best a raw socket does, with no wake-up
-/// on either side (a blocking ping-pong pays one per message), the floor of
-/// the TCP transport. `iters` samples, each the mean of a batch of 16
-/// round trips.
+/// [`tcp_pingpong_over`] on a loopback connection to an echo thread.
+#[cfg(test)]
+fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> io::Result<()> {
+        let (s, _) = listener.accept()?;
+        tcp_pingpong_over(s, TcpSide::Echo, size, iters).map(drop)
+    });
+    let samples = tcp_pingpong_over(
+        std::net::TcpStream::connect(addr)?,
+        TcpSide::Lead,
+        size,
+        iters,
+    )?;
+    echo.join()
+        .map_err(|_| io::Error::other("the echo thread panicked"))??;
+    Ok(samples)
+}
+
+/// Which end of a raw TCP floor this is: the one that sends first and
+/// measures, or the one that echoes (ping-pong) or sinks (stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpSide {
+    Lead,
+    Echo,
+}
+
+/// Half round trip of `size`-byte messages over a TCP connection made
+/// elsewhere (between two hosts: the path the transport takes), both ends
+/// busy-polling non-blocking sockets with `TCP_NODELAY`: the best a raw
+/// socket does, with no wake-up on either side (a blocking ping-pong pays
+/// one per message), the floor of the TCP transport. Both ends call it
+/// with the same `size` and `iters`; the lead gets `iters` samples, each
+/// the mean of a batch of 16 round trips, the echo an empty set.
 ///
 /// # Errors
 /// If a socket operation fails.
-pub fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
+pub fn tcp_pingpong_over(
+    mut s: std::net::TcpStream,
+    side: TcpSide,
+    size: usize,
+    iters: u64,
+) -> io::Result<Samples> {
     const BATCH: u64 = 16;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let rounds = (iters + 1) * BATCH;
-    let echo = std::thread::spawn(move || -> io::Result<()> {
-        let (mut s, _) = listener.accept()?;
-        s.set_nodelay(true)?;
-        s.set_nonblocking(true)?;
-        let mut buf = vec![0u8; size];
-        for _ in 0..rounds {
-            spin_read(&mut s, &mut buf)?;
-            spin_write(&mut s, &buf)?;
-        }
-        Ok(())
-    });
-    let mut s = std::net::TcpStream::connect(addr)?;
     s.set_nodelay(true)?;
     s.set_nonblocking(true)?;
     let mut buf = vec![1u8; size];
     let mut samples = Samples::with_capacity(usize::try_from(iters).unwrap_or(0));
+    if side == TcpSide::Echo {
+        for _ in 0..(iters + 1) * BATCH {
+            spin_read(&mut s, &mut buf)?;
+            spin_write(&mut s, &buf)?;
+        }
+        return Ok(samples);
+    }
     for i in 0..=iters {
         let t0 = Instant::now();
         for _ in 0..BATCH {
@@ -334,8 +360,6 @@ pub fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
             samples.push(t0.elapsed().as_secs_f64() * 1e6 / (2 * BATCH) as f64);
         }
     }
-    echo.join()
-        .map_err(|_| io::Error::other("the echo thread panicked"))??;
     Ok(samples)
 }
 
@@ -371,32 +395,54 @@ fn spin_write(s: &mut std::net::TcpStream, buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Bandwidth of a raw loopback TCP stream (`size`-byte writes, the reader
-/// busy-polling): the floor of the TCP transport's write bandwidth. One
-/// sample per `iters` batch of 16 writes, in GB/s.
+/// [`tcp_stream_over`] on a loopback connection to a sink thread.
+#[cfg(test)]
+fn tcp_stream_gbps(size: usize, iters: u64) -> io::Result<Samples> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let sink = std::thread::spawn(move || -> io::Result<()> {
+        let (s, _) = listener.accept()?;
+        tcp_stream_over(s, TcpSide::Echo, size, iters).map(drop)
+    });
+    let samples = tcp_stream_over(
+        std::net::TcpStream::connect(addr)?,
+        TcpSide::Lead,
+        size,
+        iters,
+    )?;
+    sink.join()
+        .map_err(|_| io::Error::other("the sink thread panicked"))??;
+    Ok(samples)
+}
+
+/// Bandwidth of a raw TCP stream (`size`-byte writes, the reader
+/// busy-polling) over a connection made elsewhere: the floor of the TCP
+/// transport's write bandwidth. The lead writes and gets one sample per
+/// batch of 16 writes, in GB/s; the other end (`Echo`) reads everything
+/// and answers one byte at the end.
 ///
 /// # Errors
 /// If a socket operation fails.
-pub fn tcp_stream_gbps(size: usize, iters: u64) -> io::Result<Samples> {
+pub fn tcp_stream_over(
+    mut s: std::net::TcpStream,
+    side: TcpSide,
+    size: usize,
+    iters: u64,
+) -> io::Result<Samples> {
     const BATCH: u64 = 16;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let total = (iters + 1) * BATCH;
-    let sink = std::thread::spawn(move || -> io::Result<()> {
-        let (mut s, _) = listener.accept()?;
-        s.set_nonblocking(true)?;
+    s.set_nodelay(true)?;
+    s.set_nonblocking(true)?;
+    let mut samples = Samples::with_capacity(usize::try_from(iters).unwrap_or(0));
+    if side == TcpSide::Echo {
         let mut buf = vec![0u8; size];
-        for _ in 0..total {
+        for _ in 0..(iters + 1) * BATCH {
             spin_read(&mut s, &mut buf)?;
         }
         // The last byte read: tell the writer.
-        spin_write(&mut s, &[1])
-    });
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_nodelay(true)?;
-    s.set_nonblocking(true)?;
+        spin_write(&mut s, &[1])?;
+        return Ok(samples);
+    }
     let buf = vec![1u8; size];
-    let mut samples = Samples::with_capacity(usize::try_from(iters).unwrap_or(0));
     for i in 0..=iters {
         let t0 = Instant::now();
         for _ in 0..BATCH {
@@ -410,8 +456,6 @@ pub fn tcp_stream_gbps(size: usize, iters: u64) -> io::Result<Samples> {
         }
     }
     spin_read(&mut s, &mut [0u8])?;
-    sink.join()
-        .map_err(|_| io::Error::other("the sink thread panicked"))??;
     Ok(samples)
 }
 
@@ -500,6 +544,16 @@ pub fn floor_records(quick: bool) -> Vec<Record> {
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[test]
+    fn the_raw_tcp_floors_run_over_a_connection_and_measure_something() {
+        let pp = tcp_pingpong(64, 4).unwrap();
+        assert_eq!(pp.len(), 4);
+        assert!(pp.median() > 0.0);
+        let stream = tcp_stream_gbps(1 << 16, 4).unwrap();
+        assert_eq!(stream.len(), 4);
+        assert!(stream.median() > 0.0);
+    }
 
     /// Serialises the tests that fork, so that two ping-pongs (two spinning
     /// processes each) do not compete for the same cores.

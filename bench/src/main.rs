@@ -13,6 +13,7 @@ mod gpu;
 mod report;
 
 use clap::{Parser, Subcommand};
+use floor::TcpSide;
 use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, ReduceOp, SegId, Timeout};
 use report::{Record, Samples};
 use std::time::Instant;
@@ -290,14 +291,21 @@ fn pingpong(
         r.iters = Some(batch * SAMPLES);
         if transport == "tcp" {
             // The floor of the network path: the kernel's TCP round trip
-            // with no runtime, measured now while the peer waits.
-            let tcp = if me.0 == 0 {
-                floor::tcp_pingpong(size as usize, if quick { 16 } else { 64 })?.median()
-            } else {
-                0.0
-            };
+            // with no runtime, between the same two hosts, measured now.
             g.barrier(Group::ALL, Timeout::Block)?;
-            out.push(r.with_ref_us("raw-tcp-pingpong", tcp));
+            let link = raw_tcp_link(g)?;
+            let side = if me.0 == 0 {
+                TcpSide::Lead
+            } else {
+                TcpSide::Echo
+            };
+            let tcp =
+                floor::tcp_pingpong_over(link, side, size as usize, if quick { 16 } else { 64 })?;
+            g.barrier(Group::ALL, Timeout::Block)?;
+            out.push(r.with_ref_us(
+                "raw-tcp-pingpong",
+                if me.0 == 0 { tcp.median() } else { 0.0 },
+            ));
         } else {
             // Physical limit: one cache-line hand-off plus one copy of the payload.
             out.push(r.with_ref_us("cacheline-pingpong+memcpy", floor_us + copy_us));
@@ -422,10 +430,7 @@ fn write_bw(
             r.iters = Some(windows * WINDOW);
             r.gbps = Some(size as f64 / (samples.median() * 1e3));
             if r.transport.as_deref() == Some("tcp") {
-                // The floor of the network path: a raw TCP stream of the
-                // same writes, measured now while the peer waits.
-                let raw = floor::tcp_stream_gbps(size as usize, if quick { 16 } else { 64 })?;
-                out.push(r.with_ref_gbps("raw-tcp-stream", raw.median()));
+                out.push(r); // its floor follows, with the peer
             } else {
                 let ref_gbps = size as f64 / (copy_us * 1e3);
                 r.ref_name = Some("memcpy".into());
@@ -436,8 +441,61 @@ fn write_bw(
             }
         }
         g.barrier(Group::ALL, Timeout::Block)?;
+        if g.transport(peer)? == "tcp" {
+            // The floor of the network path: a raw TCP stream of the same
+            // writes between the same two hosts, measured now.
+            let link = raw_tcp_link(g)?;
+            let side = if me.0 == 0 {
+                TcpSide::Lead
+            } else {
+                TcpSide::Echo
+            };
+            let raw =
+                floor::tcp_stream_over(link, side, size as usize, if quick { 16 } else { 64 })?;
+            if let Some(r) = out.pop() {
+                out.push(r.with_ref_gbps("raw-tcp-stream", raw.median()));
+            }
+            g.barrier(Group::ALL, Timeout::Block)?;
+        }
     }
     Ok(out)
+}
+
+/// Rank 0's and rank 1's ends of a plain TCP connection between their
+/// hosts, the path their TCP transport takes, for the same-run floors:
+/// rank 1 listens on every address of its host and sends them, with the
+/// port, to rank 0 (a passive message); rank 0 connects to the first that
+/// answers.
+fn raw_tcp_link(g: &Gaspi) -> Result<std::net::TcpStream, Box<dyn std::error::Error>> {
+    const AT: u64 = 0; // scratch: the benchmarks' receive area, idle now
+    let me = g.rank();
+    if me.0 == 1 {
+        let listener = std::net::TcpListener::bind("0.0.0.0:0")?;
+        let port = listener.local_addr()?.port();
+        let mut addrs: Vec<String> = nix::ifaddrs::getifaddrs()?
+            .filter_map(|i| i.address?.as_sockaddr_in().map(|a| a.ip()))
+            .filter(|ip| !ip.is_unspecified())
+            .map(|ip| std::net::SocketAddr::from((ip, port)).to_string())
+            .collect();
+        // Addresses other hosts can reach first, loopback last.
+        addrs.sort_by_key(|a| a.starts_with("127."));
+        let text = addrs.join(",");
+        g.segment(SEG)?.write(AT as usize, text.as_bytes())?;
+        g.passive_send(SEG, AT, Rank(0), text.len() as u64, Timeout::Block)?;
+        Ok(listener.accept()?.0)
+    } else {
+        let (_, len) = g.passive_receive(SEG, AT, Timeout::Block)?;
+        let text: Vec<u8> = g.segment(SEG)?.read_vec(AT as usize, len as usize)?;
+        let text = String::from_utf8(text)?;
+        for addr in text.split(',').filter_map(|a| a.parse().ok()) {
+            if let Ok(s) =
+                std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(500))
+            {
+                return Ok(s);
+            }
+        }
+        Err(format!("rank 1 cannot be reached at any of {text}").into())
+    }
 }
 
 fn notify_rate(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
