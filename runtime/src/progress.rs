@@ -37,8 +37,11 @@ use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
 /// How long the engine naps between looks while waiters read the TCP
-/// peers' connections themselves (`waiter_progress.rs`).
-const QUIET_NAP: Duration = Duration::from_micros(100);
+/// peers' connections themselves (`waiter_progress.rs`). Each look is a
+/// wake-up that takes a core from a spinning waiter where cores are few:
+/// on 2 vCPUs an 8-byte ping-pong between two namespaces measured 29-32 us
+/// with 100 us naps and 16 us with 1 ms.
+const QUIET_NAP: Duration = Duration::from_micros(1000);
 /// How long the engine polls without sleeping after it handled something
 /// (where the host has a core for it): about a network round trip.
 const ENGINE_SPIN: Duration = Duration::from_micros(50);
@@ -555,6 +558,9 @@ pub(crate) fn read_available(
         if let Some(d) = &mut st.direct {
             match d.read_from(&conn.stream) {
                 Ok(0) => return true,
+                // A waiter's set is level-triggered: a short read means the
+                // socket is empty for now, and the set will say when not.
+                Ok(_) if d.left() > 0 && reader == Reader::Waiter => return false,
                 Ok(_) if d.left() > 0 => {}
                 Ok(_) => {
                     let mut settles = tcp::Settles::default();
@@ -614,6 +620,12 @@ pub(crate) fn read_available(
                         st.filled = 0;
                         st.direct = Some(d);
                     }
+                }
+                // The engine's `epoll` is edge-triggered: it reads until the
+                // socket would block. A waiter's is level-triggered: a short
+                // read ends its turn without one more system call.
+                if reader == Reader::Waiter && n < want && st.direct.is_none() {
+                    return false;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
