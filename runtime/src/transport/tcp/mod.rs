@@ -15,18 +15,24 @@
 //! TCP stream per pair gives the ordering contract for free. A `notify`
 //! sent after writes to the same rank is applied after them; a read's
 //! local notification rides on a `Fence` whose answer comes after the data
-//! of every `Get` before it. Connections are made at start-up today (one
-//! per pair, the mesh); making them on first use is the next step for
-//! jobs of hundreds of ranks.
+//! of every `Get` before it. Connections are made on first use (decision
+//! 0022).
 //!
-//! Completion: a `put` copies the bytes into the connection's outbox, so
-//! the caller's buffer is free when it returns; the target answers
-//! `Settled` once it has applied the request, and `wait` on the queue
+//! Who reads: the engine, or a thread of the target that is waiting for
+//! something and reads the connection itself meanwhile
+//! (`waiter_progress.rs`, decision 0026); both handle frames the same way.
+//!
+//! Completion: a `put` sends its head and its data where they lie with one
+//! system call and copies into the connection's outbox only what the
+//! socket did not take, so the caller's buffer is free when it returns;
+//! the target answers `Settled` once it has applied the request (with its
+//! next frame to us, when a waiter applied it), and `wait` on the queue
 //! waits for those answers (remote completion, like an RDMA write's
-//! completion: after `wait` and a barrier, a target sees the data). A
-//! `Get` is answered with the data, which the engine copies into the local
-//! segment before it settles the request. Payloads are cut into pieces of
-//! [`PIECE`] bytes, each its own request.
+//! completion: after `wait` and a barrier, a target sees the data). The
+//! target reads a large write's data straight into the segment
+//! (`serve::DirectPut`). A `Get` is answered with the data, which is
+//! copied into the local segment before the request is settled. Payloads
+//! are cut into pieces of [`PIECE`] bytes, each its own request.
 //!
 //! Backpressure: a request waits for room in the outbox of a peer that does
 //! not read (`control.rs`) for as long as the peer lives; writes have no
