@@ -294,23 +294,29 @@ fn pingpong_with_child(iters: u64) -> io::Result<(Samples, Pid)> {
     Ok((samples, child))
 }
 
-/// [`tcp_pingpong_over`] on a loopback connection to an echo thread.
+/// `floor` (one of the raw TCP floors) between this thread, the lead, and
+/// another one on a loopback connection.
 #[cfg(test)]
-fn tcp_pingpong(size: usize, iters: u64) -> io::Result<Samples> {
+fn over_loopback(
+    floor: fn(std::net::TcpStream, TcpSide, usize, u64) -> io::Result<Samples>,
+    size: usize,
+    iters: u64,
+) -> io::Result<Samples> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
-    let echo = std::thread::spawn(move || -> io::Result<()> {
+    let other = std::thread::spawn(move || -> io::Result<()> {
         let (s, _) = listener.accept()?;
-        tcp_pingpong_over(s, TcpSide::Echo, size, iters).map(drop)
+        floor(s, TcpSide::Echo, size, iters).map(drop)
     });
-    let samples = tcp_pingpong_over(
+    let samples = floor(
         std::net::TcpStream::connect(addr)?,
         TcpSide::Lead,
         size,
         iters,
     )?;
-    echo.join()
-        .map_err(|_| io::Error::other("the echo thread panicked"))??;
+    other
+        .join()
+        .map_err(|_| io::Error::other("the other end panicked"))??;
     Ok(samples)
 }
 
@@ -393,26 +399,6 @@ fn spin_write(s: &mut std::net::TcpStream, buf: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// [`tcp_stream_over`] on a loopback connection to a sink thread.
-#[cfg(test)]
-fn tcp_stream_gbps(size: usize, iters: u64) -> io::Result<Samples> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let sink = std::thread::spawn(move || -> io::Result<()> {
-        let (s, _) = listener.accept()?;
-        tcp_stream_over(s, TcpSide::Echo, size, iters).map(drop)
-    });
-    let samples = tcp_stream_over(
-        std::net::TcpStream::connect(addr)?,
-        TcpSide::Lead,
-        size,
-        iters,
-    )?;
-    sink.join()
-        .map_err(|_| io::Error::other("the sink thread panicked"))??;
-    Ok(samples)
 }
 
 /// Bandwidth of a raw TCP stream (`size`-byte writes, the reader
@@ -547,10 +533,10 @@ mod tests {
 
     #[test]
     fn the_raw_tcp_floors_run_over_a_connection_and_measure_something() {
-        let pp = tcp_pingpong(64, 4).unwrap();
+        let pp = over_loopback(tcp_pingpong_over, 64, 4).unwrap();
         assert_eq!(pp.len(), 4);
         assert!(pp.median() > 0.0);
-        let stream = tcp_stream_gbps(1 << 16, 4).unwrap();
+        let stream = over_loopback(tcp_stream_over, 1 << 16, 4).unwrap();
         assert_eq!(stream.len(), 4);
         assert!(stream.median() > 0.0);
     }

@@ -326,46 +326,19 @@ pub(crate) struct PutHead {
 /// not read whole yet, or lengths that do not add up.
 pub(crate) fn put_head(buf: &[u8]) -> Option<PutHead> {
     let frame = u32::from_le_bytes(buf.get(..4)?.try_into().ok()?) as usize;
-    if frame > MAX_FRAME || buf.get(4..8)? != put_tag() {
+    if frame > MAX_FRAME {
         return None;
     }
-    let mut at = 8usize;
-    let mut take = |n: usize| -> Option<&[u8]> {
-        let s = buf.get(at..at.checked_add(n)?)?;
-        at += n;
-        Some(s)
-    };
-    let queue = match take(1)?[0] {
-        0 => None,
-        1 => Some(take(1)?[0]),
-        _ => return None,
-    };
-    let seg = take(1)?[0];
-    let offset = u64::from_le_bytes(take(8)?.try_into().ok()?);
-    let notify = match take(1)?[0] {
-        0 => None,
-        1 => {
-            let id = u32::from_le_bytes(take(4)?.try_into().ok()?);
-            let value = u32::from_le_bytes(take(4)?.try_into().ok()?);
-            Some((id, value))
-        }
-        _ => return None,
-    };
-    let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
-    (at.checked_add(len)? == 4 + frame).then_some(PutHead {
-        queue,
-        seg,
-        offset,
-        notify,
-        len,
-        head: at,
-    })
+    let mut head = put_fields(&buf[4..])?;
+    head.head += 4;
+    (head.head.checked_add(head.len)? == 4 + frame).then_some(head)
 }
 
-/// Reads a `Put` body in place; `None` when `body` is another message (or
-/// not a well-formed `Put`, which bincode then reports).
-fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
-    if body.len() < 4 || body[..4] != put_tag() {
+/// The fields of a `Put` body (no length prefix) before its data, with
+/// `head` the body's bytes before the data; `None` when `body` does not
+/// start with them whole.
+fn put_fields(body: &[u8]) -> Option<PutHead> {
+    if body.get(..4)? != put_tag() {
         return None;
     }
     let mut at = 4usize;
@@ -391,13 +364,26 @@ fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
         _ => return None,
     };
     let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
-    let data = take(len)?;
-    (at == body.len()).then_some(PutRef {
+    Some(PutHead {
         queue,
         seg,
         offset,
-        data,
         notify,
+        len,
+        head: at,
+    })
+}
+
+/// Reads a `Put` body in place; `None` when `body` is another message (or
+/// not a well-formed `Put`, which bincode then reports).
+fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
+    let f = put_fields(body)?;
+    (f.head.checked_add(f.len)? == body.len()).then_some(PutRef {
+        queue: f.queue,
+        seg: f.seg,
+        offset: f.offset,
+        data: &body[f.head..],
+        notify: f.notify,
     })
 }
 
