@@ -90,6 +90,9 @@ pub(crate) struct ReadState {
     said_goodbye: bool,
     /// A large write whose data is being read straight into its segment.
     direct: Option<tcp::DirectPut>,
+    /// Bytes read so far (wrapping): tells a reader whether its turn read
+    /// anything.
+    pub read: u64,
     /// A reader that was not the engine saw the connection end (or fail,
     /// or send garbage): the engine decides what that means when woken.
     pub ended: bool,
@@ -556,12 +559,17 @@ pub(crate) fn read_available(
     loop {
         // A large write: its data goes from the socket into its segment.
         if let Some(d) = &mut st.direct {
-            match d.read_from(&conn.stream) {
+            let got = d.read_from(&conn.stream);
+            let left = d.left();
+            if let Ok(n) = got {
+                st.read = st.read.wrapping_add(n as u64);
+            }
+            match got {
                 Ok(0) => return true,
                 // A waiter's set is level-triggered: a short read means the
                 // socket is empty for now, and the set will say when not.
-                Ok(_) if d.left() > 0 && reader == Reader::Waiter => return false,
-                Ok(_) if d.left() > 0 => {}
+                Ok(_) if left > 0 && reader == Reader::Waiter => return false,
+                Ok(_) if left > 0 => {}
                 Ok(_) => {
                     let mut settles = tcp::Settles::default();
                     if let Some(d) = st.direct.take() {
@@ -591,6 +599,7 @@ pub(crate) fn read_available(
             Ok(0) => return true,
             Ok(n) => {
                 st.filled += n;
+                st.read = st.read.wrapping_add(n as u64);
                 let mut msgs = Vec::new();
                 let rank = conn.rank;
                 // One answer per queue for everything this read applied.

@@ -230,22 +230,14 @@ impl WaiterProgress {
         // waiting, so the application's next frame is not about to carry
         // them. Send them now rather than at the engine's next look.
         inner.send_owed_answers();
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        // SAFETY: `events` is valid for writes of its length; timeout 0
-        // never blocks.
-        let n = unsafe {
-            libc::epoll_wait(
-                epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                0,
-            )
-        };
-        let mut worked = false;
-        // A frame the socket did not take whole: write the rest now rather
-        // than when the engine next looks (it naps while waiters poll).
+        // The connections to read: with one, itself (a read that finds
+        // nothing costs what asking the set would, and one that finds
+        // bytes saves the asking); with more, those the set says have bytes.
+        let mut ready: [Option<Arc<Connection>>; 8] = Default::default();
         {
             let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+            // A frame the socket did not take whole: write the rest now
+            // rather than when the engine next looks (it naps meanwhile).
             for conn in conns.iter().flatten() {
                 if let Some(out) = inner.peers[conn.rank.0 as usize].control.get() {
                     if out.has_queued() {
@@ -253,14 +245,27 @@ impl WaiterProgress {
                     }
                 }
             }
+            if self.watched.load(Ordering::Relaxed) == 1 {
+                ready[0] = conns.iter().flatten().next().cloned();
+            } else {
+                let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+                // SAFETY: `events` is valid for writes of its length;
+                // timeout 0 never blocks.
+                let n = unsafe {
+                    libc::epoll_wait(
+                        epoll.as_raw_fd(),
+                        events.as_mut_ptr(),
+                        events.len() as libc::c_int,
+                        0,
+                    )
+                };
+                for (slot, ev) in ready.iter_mut().zip(events.iter().take(n.max(0) as usize)) {
+                    *slot = conns.get(ev.u64 as usize).cloned().flatten();
+                }
+            }
         }
-        for ev in events.iter().take(n.max(0) as usize) {
-            let slot = ev.u64 as usize;
-            let conn = {
-                let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-                conns.get(slot).cloned().flatten()
-            };
-            let Some(conn) = conn else { continue };
+        let mut worked = false;
+        for conn in ready.into_iter().flatten() {
             let mut state = match conn.state.try_lock() {
                 Ok(s) => s,
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
@@ -270,8 +275,10 @@ impl WaiterProgress {
             if state.ended {
                 continue;
             }
-            worked = true;
-            if read_available(&conn, &mut state, CHUNK, &inner, Reader::Waiter) {
+            let before = state.read;
+            let ended = read_available(&conn, &mut state, CHUNK, &inner, Reader::Waiter);
+            worked |= ended || state.read != before;
+            if ended {
                 state.ended = true;
                 drop(state);
                 self.unwatch(&conn);
