@@ -343,6 +343,21 @@ impl Engine {
             .poll
             .registry()
             .deregister(&mut SourceFd(&conn.stream.as_raw_fd()));
+        // Two ranks that connected to each other at once keep two
+        // connections, each carrying one direction's frames (and both a
+        // goodbye at the end). A rank that ended in order is marked so only
+        // once the last of its connections has ended: the other may still
+        // hold frames it sent before its goodbye (a barrier's last signal),
+        // which survivors must see before they learn it is gone. An end
+        // without a goodbye is a death, reported at once.
+        let others_open = self.conns.iter().flatten().any(|c| c.rank == conn.rank);
+        if said_goodbye && others_open {
+            tracing::debug!(
+                "{}: one of its connections ended after a goodbye; waiting for the other",
+                conn.rank
+            );
+            return;
+        }
         let state = if said_goodbye {
             RankState::Terminated
         } else {
@@ -747,6 +762,19 @@ fn handle(
         Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
         Message::Passive { data } => inner.passive.push(from, data),
         Message::Goodbye => *said_goodbye = true,
+        // A rank that ended in order, reported by a third: a rank connected
+        // to it learns it from its own connection, after everything the
+        // rank sent it (a signal still in flight must not be overtaken by
+        // the news); the others take the news.
+        Message::PeerGone {
+            rank,
+            terminated: true,
+        } if rank < inner.size
+            && rank != inner.rank.0
+            && inner.peers[rank as usize].control.get().is_some() =>
+        {
+            tracing::debug!("{from} reports rank {rank} terminated; its own connection will say");
+        }
         Message::PeerGone { rank, terminated } if rank < inner.size && rank != inner.rank.0 => {
             let state = if terminated {
                 RankState::Terminated

@@ -37,6 +37,12 @@ pub(crate) struct Outstanding {
     busy: AtomicBool,
     state: std::sync::Mutex<OutstandingState>,
     cv: std::sync::Condvar,
+    /// Threads asleep on `cv` (changed under `state`'s lock): a settlement
+    /// wakes only when there are some, since a condition variable's
+    /// notify is a system call even with nobody to wake, and a waiter that
+    /// spins reading the connection (`waiter_progress.rs`) settles its own
+    /// requests on the way.
+    sleepers: AtomicU32,
 }
 
 #[derive(Debug, Default)]
@@ -78,7 +84,12 @@ impl Outstanding {
             Ordering::Release,
         );
         drop(s);
-        self.cv.notify_all();
+        // A sleeper counted itself under the lock before it slept, so after
+        // our change under the same lock either it saw the change or we
+        // see it counted here.
+        if self.sleepers.load(Ordering::Relaxed) > 0 {
+            self.cv.notify_all();
+        }
     }
 
     /// Whether requests are unsettled or a failure is kept.
@@ -123,11 +134,13 @@ impl Outstanding {
                 return Err(e);
             }
             let nap = crate::types::nap(deadline, std::time::Duration::from_millis(50), "wait")?;
+            self.sleepers.fetch_add(1, Ordering::Relaxed);
             s = self
                 .cv
                 .wait_timeout(s, nap)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
