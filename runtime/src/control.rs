@@ -294,23 +294,38 @@ impl Outbox {
         while sent < total {
             // The parts not yet taken, the first one cut where it stopped.
             let mut skip = sent;
-            let iov: Vec<libc::iovec> = parts
-                .iter()
-                .filter_map(|p| {
-                    if skip >= p.len() {
-                        skip -= p.len();
-                        None
-                    } else {
-                        let rest = &p[skip..];
-                        skip = 0;
-                        Some(libc::iovec {
-                            iov_base: rest.as_ptr() as *mut libc::c_void,
-                            iov_len: rest.len(),
-                        })
-                    }
-                })
-                .collect();
-            match send_vectored(&self.stream, &iov) {
+            let rests = parts.iter().filter_map(|p| {
+                if skip >= p.len() {
+                    skip -= p.len();
+                    None
+                } else {
+                    let rest = &p[skip..];
+                    skip = 0;
+                    Some(libc::iovec {
+                        iov_base: rest.as_ptr() as *mut libc::c_void,
+                        iov_len: rest.len(),
+                    })
+                }
+            });
+            // On the stack for the usual few parts (owed answers, a
+            // write's head, its data).
+            let mut few = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; 4];
+            let many: Vec<libc::iovec>;
+            let iov: &[libc::iovec] = if parts.len() <= few.len() {
+                let mut n = 0;
+                for v in rests {
+                    few[n] = v;
+                    n += 1;
+                }
+                &few[..n]
+            } else {
+                many = rests.collect();
+                &many
+            };
+            match send_vectored(&self.stream, iov) {
                 Ok(0) => return self.fail(std::io::ErrorKind::WriteZero).map(|()| sent),
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

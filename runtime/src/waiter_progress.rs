@@ -344,4 +344,4 @@ impl gaspi_notify::SpinWork for WaitWork {
 }
 
 /// Polls of the words between two looks at the sockets.
-const NET_POLLS_BETWEEN: u32 = 4;
+const NET_POLLS_BETWEEN: u32 = 2;

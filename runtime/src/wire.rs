@@ -267,42 +267,52 @@ pub(crate) fn encode_put(
     data: &[u8],
     notify: Option<(u32, u32)>,
 ) -> Vec<u8> {
-    let mut f = encode_put_head(queue, seg, offset, data.len(), notify);
+    let (head, n) = encode_put_head(queue, seg, offset, data.len(), notify);
+    let mut f = head[..n].to_vec();
     f.extend_from_slice(data);
     f
 }
 
+/// Bytes of a `Put` frame's head at most: length prefix, tag, queue, segment,
+/// offset, notification, data length.
+pub(crate) const PUT_HEAD_MAX: usize = 4 + 4 + 2 + 1 + 8 + 9 + 8;
+
 /// The bytes of a `Put` frame that come before its `len` bytes of data:
 /// sent with the data where it lies (`ControlOut::offer_parts`), they make
-/// the frame [`encode_put`] makes.
+/// the frame [`encode_put`] makes. Built on the stack: the head of every
+/// write over TCP, on its way to one `sendmsg`.
 pub(crate) fn encode_put_head(
     queue: Option<u8>,
     seg: u8,
     offset: u64,
     len: usize,
     notify: Option<(u32, u32)>,
-) -> Vec<u8> {
-    let mut f = Vec::with_capacity(4 + 4 + 2 + 1 + 8 + 9 + 8);
-    f.extend_from_slice(&[0; 4]); // length, set below
-    f.extend_from_slice(&put_tag());
+) -> ([u8; PUT_HEAD_MAX], usize) {
+    let mut f = [0u8; PUT_HEAD_MAX];
+    let mut at = 4; // length, set below
+    let mut put = |bytes: &[u8]| {
+        f[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    put(&put_tag());
     match queue {
-        Some(q) => f.extend_from_slice(&[1, q]),
-        None => f.push(0),
+        Some(q) => put(&[1, q]),
+        None => put(&[0]),
     }
-    f.push(seg);
-    f.extend_from_slice(&offset.to_le_bytes());
+    put(&[seg]);
+    put(&offset.to_le_bytes());
     match notify {
         Some((id, value)) => {
-            f.push(1);
-            f.extend_from_slice(&id.to_le_bytes());
-            f.extend_from_slice(&value.to_le_bytes());
+            put(&[1]);
+            put(&id.to_le_bytes());
+            put(&value.to_le_bytes());
         }
-        None => f.push(0),
+        None => put(&[0]),
     }
-    f.extend_from_slice(&(len as u64).to_le_bytes());
-    let body = (f.len() - 4 + len) as u32;
+    put(&(len as u64).to_le_bytes());
+    let body = (at - 4 + len) as u32;
     f[..4].copy_from_slice(&body.to_le_bytes());
-    f
+    (f, at)
 }
 
 /// The part of a `Put` frame that comes before its data: enough to check

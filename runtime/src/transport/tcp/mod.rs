@@ -186,14 +186,14 @@ impl RemoteSegment for TcpSegment {
             let last = i + 1 == pieces;
             // The data goes from where it lies; only what the socket does
             // not take at once is copied (into the connection's outbox).
-            let head = crate::wire::encode_put_head(
+            let (head, n) = crate::wire::encode_put_head(
                 queue_index(via),
                 self.seg,
                 offset + at as u64,
                 piece.len(),
                 notify.filter(|_| last),
             );
-            self.send_frame_counted(&inner, &[&head, piece], via, "write")?;
+            self.send_frame_counted(&inner, &[&head[..n], piece], via, "write")?;
         }
         Ok(())
     }
