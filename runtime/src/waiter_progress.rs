@@ -42,6 +42,16 @@ use std::time::{Duration, Instant};
 
 /// A waiter that polled this recently counts as polling.
 const POLLING: Duration = Duration::from_micros(50);
+
+/// A waiter's polls between two stamps of [`WaiterProgress::last_poll`]
+/// (a poll takes well under a microsecond: the stamp stays far within
+/// [`POLLING`]).
+const STAMP_EVERY: u32 = 16;
+
+thread_local! {
+    /// This thread's polls, for [`STAMP_EVERY`].
+    static POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
 use std::sync::{Arc, Mutex, OnceLock, TryLockError, Weak};
 
 /// The connections waiters may read, and the `epoll` set that says which
@@ -225,7 +235,17 @@ impl WaiterProgress {
         else {
             return false;
         };
-        self.last_poll.store(self.nanos().max(1), Ordering::Relaxed);
+        // Said every few polls only: a clock reading is a good part of a
+        // poll that finds nothing (more on virtual machines), and the
+        // engine only asks whether one came within [`POLLING`].
+        let stamp = POLLS.with(|n| {
+            let k = n.get().wrapping_add(1);
+            n.set(k);
+            k % STAMP_EVERY == 1
+        });
+        if stamp {
+            self.last_poll.store(self.nanos().max(1), Ordering::Relaxed);
+        }
         // Answers a waiter left owed in an earlier round: it is still
         // waiting, so the application's next frame is not about to carry
         // them. Send them now rather than at the engine's next look.
@@ -296,7 +316,9 @@ impl WaiterProgress {
         if !self.is_active() {
             return;
         }
-        while busy() && Instant::now() < until {
+        let mut round = 0u32;
+        while busy() && (round % 16 != 0 || Instant::now() < until) {
+            round = round.wrapping_add(1);
             // A pause or two between looks: the look itself (a system
             // call) is the wait. A `pause` is up to ~140 cycles on recent
             // x86 cores, so 32 of them kept an arriving answer waiting
