@@ -317,7 +317,7 @@ impl WaiterProgress {
             return;
         }
         let mut round = 0u32;
-        while busy() && (round % 16 != 0 || Instant::now() < until) {
+        while busy() && (!round.is_multiple_of(16) || Instant::now() < until) {
             round = round.wrapping_add(1);
             // A pause or two between looks: the look itself (a system
             // call) is the wait. A `pause` is up to ~140 cycles on recent
