@@ -293,14 +293,7 @@ fn pingpong(
             // The floor of the network path: the kernel's TCP round trip
             // with no runtime, between the same two hosts, measured now.
             g.barrier(Group::ALL, Timeout::Block)?;
-            let link = raw_tcp_link(g)?;
-            let side = if me.0 == 0 {
-                TcpSide::Lead
-            } else {
-                TcpSide::Echo
-            };
-            let tcp =
-                floor::tcp_pingpong_over(link, side, size as usize, if quick { 16 } else { 64 })?;
+            let tcp = raw_tcp_floor(g, floor::tcp_pingpong_over, size, quick)?;
             g.barrier(Group::ALL, Timeout::Block)?;
             out.push(r.with_ref_us(
                 "raw-tcp-pingpong",
@@ -444,14 +437,7 @@ fn write_bw(
         if g.transport(peer)? == "tcp" {
             // The floor of the network path: a raw TCP stream of the same
             // writes between the same two hosts, measured now.
-            let link = raw_tcp_link(g)?;
-            let side = if me.0 == 0 {
-                TcpSide::Lead
-            } else {
-                TcpSide::Echo
-            };
-            let raw =
-                floor::tcp_stream_over(link, side, size as usize, if quick { 16 } else { 64 })?;
+            let raw = raw_tcp_floor(g, floor::tcp_stream_over, size, quick)?;
             if let Some(r) = out.pop() {
                 out.push(r.with_ref_gbps("raw-tcp-stream", raw.median()));
             }
@@ -459,6 +445,29 @@ fn write_bw(
         }
     }
     Ok(out)
+}
+
+/// One of the raw TCP floors (`floor::tcp_*_over`) for `size`-byte
+/// messages between rank 0 (which measures) and rank 1, on a connection
+/// of [`raw_tcp_link`]: rank 0 gets the samples, rank 1 none.
+fn raw_tcp_floor(
+    g: &Gaspi,
+    floor: fn(std::net::TcpStream, TcpSide, usize, u64) -> std::io::Result<Samples>,
+    size: u64,
+    quick: bool,
+) -> Result<Samples, Box<dyn std::error::Error>> {
+    let side = if g.rank().0 == 0 {
+        TcpSide::Lead
+    } else {
+        TcpSide::Echo
+    };
+    let link = raw_tcp_link(g)?;
+    Ok(floor(
+        link,
+        side,
+        size as usize,
+        if quick { 16 } else { 64 },
+    )?)
 }
 
 /// Rank 0's and rank 1's ends of a plain TCP connection between their

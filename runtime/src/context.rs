@@ -510,13 +510,12 @@ impl Inner {
         // A TCP peer's answer (an atomic's old value, say): read its
         // connection here for the spin budget before sleeping
         // (`waiter_progress.rs`).
-        if self.waiter_progress.is_active() && self.transport_name(rank) == "tcp" {
-            let until = Instant::now() + self.config.effective_spin();
-            let until = deadline.map_or(until, |d| d.min(until));
-            self.waiter_progress.poll_while(until, || {
-                let done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
-                matches!(done.get(&token), Some(None))
-            });
+        if self.transport_name(rank) == "tcp" {
+            self.waiter_progress
+                .spin_while(self.config.effective_spin(), deadline, || {
+                    let done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
+                    matches!(done.get(&token), Some(None))
+                });
         }
         let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
         loop {

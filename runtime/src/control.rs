@@ -135,18 +135,13 @@ impl ControlOut {
         // Nothing queued: the socket takes what it can straight from the
         // parts (one system call for all of them), and only the rest is
         // copied into the outbox.
-        let mut skip = if held == 0 {
+        let sent = if held == 0 {
             out.write_parts(parts)?
         } else {
             0
         };
-        for part in parts {
-            if skip >= part.len() {
-                skip -= part.len();
-                continue;
-            }
-            out.pending.extend_from_slice(&part[skip..]);
-            skip = 0;
+        for rest in unsent(parts, sent) {
+            out.pending.extend_from_slice(rest);
         }
         out.flush()?;
         self.note_queued(&out);
@@ -195,6 +190,22 @@ impl ControlOut {
         // as `self` (a closed descriptor would only make poll report it).
         unsafe { libc::poll(&mut pfd, 1, ms) };
     }
+}
+
+/// The bytes of `parts` after the first `sent` of them: the parts not yet
+/// taken, the first one cut where the socket stopped.
+fn unsent<'a>(parts: &'a [&'a [u8]], sent: usize) -> impl Iterator<Item = &'a [u8]> {
+    let mut skip = sent;
+    parts.iter().filter_map(move |p| {
+        if skip >= p.len() {
+            skip -= p.len();
+            None
+        } else {
+            let rest = &p[skip..];
+            skip = 0;
+            Some(rest)
+        }
+    })
 }
 
 /// `sendmsg` of `iov` with `MSG_NOSIGNAL`: a peer that closed its end is
@@ -292,20 +303,9 @@ impl Outbox {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut sent = 0;
         while sent < total {
-            // The parts not yet taken, the first one cut where it stopped.
-            let mut skip = sent;
-            let rests = parts.iter().filter_map(|p| {
-                if skip >= p.len() {
-                    skip -= p.len();
-                    None
-                } else {
-                    let rest = &p[skip..];
-                    skip = 0;
-                    Some(libc::iovec {
-                        iov_base: rest.as_ptr() as *mut libc::c_void,
-                        iov_len: rest.len(),
-                    })
-                }
+            let rests = unsent(parts, sent).map(|rest| libc::iovec {
+                iov_base: rest.as_ptr() as *mut libc::c_void,
+                iov_len: rest.len(),
             });
             // On the stack for the usual few parts (owed answers, a
             // write's head, its data).

@@ -1147,12 +1147,12 @@ impl Gaspi {
         // the wait at once, naming it.
         // A TCP target's answers: read its connection here for the spin
         // budget before sleeping (`waiter_progress.rs`).
-        if q.outstanding.is_busy() && self.inner.waiter_progress.is_active() {
-            let until = std::time::Instant::now() + self.inner.config.effective_spin();
-            let until = timeout.deadline().map_or(until, |d| d.min(until));
-            self.inner
-                .waiter_progress
-                .poll_while(until, || q.outstanding.is_busy());
+        if q.outstanding.is_busy() {
+            self.inner.waiter_progress.spin_while(
+                self.inner.config.effective_spin(),
+                timeout.deadline(),
+                || q.outstanding.is_busy(),
+            );
         }
         #[cfg(feature = "verbs")]
         if let Some(v) = &self.inner.verbs {

@@ -104,6 +104,15 @@ impl Connection {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, ReadState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The read state if no other thread reads the connection now.
+    pub fn try_lock(&self) -> Option<std::sync::MutexGuard<'_, ReadState>> {
+        match self.state.try_lock() {
+            Ok(s) => Some(s),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
 }
 
 /// Everything the engine thread owns.
@@ -256,12 +265,11 @@ impl Engine {
                 .map(|d| d + Duration::from_millis(1));
             // A waiter reading the sockets itself (`waiter_progress.rs`)
             // makes the engine's spin redundant: it would only take a core.
-            let timeout =
-                if quiet || !self.busy.is_empty() || now < spin_until && !waiters.has_pollers() {
-                    Some(Duration::ZERO)
-                } else {
-                    timeout
-                };
+            let timeout = if quiet || !self.busy.is_empty() || now < spin_until {
+                Some(Duration::ZERO)
+            } else {
+                timeout
+            };
             // About to sleep: a waiter that leaves answers owed from now
             // on wakes us; what was left before, we send first.
             let asleep = timeout != Some(Duration::ZERO) && waiters.engine_sleeps();
@@ -282,7 +290,7 @@ impl Engine {
             }
             self.expire_handshakes();
             for i in std::mem::take(&mut self.busy) {
-                self.serve(i, false, CHUNK);
+                self.serve(i, false);
             }
             if !events.is_empty() {
                 spin_until = Instant::now() + spin;
@@ -295,13 +303,13 @@ impl Engine {
                     }
                     LISTENER => self.accept(),
                     Token(t) if t >= PENDING => self.advance_handshake(t - PENDING),
-                    Token(i) => self.serve(i, ev.is_writable(), CHUNK),
+                    Token(i) => self.serve(i, ev.is_writable()),
                 }
             }
         }
     }
 
-    fn serve(&mut self, i: usize, writable: bool, chunk: usize) {
+    fn serve(&mut self, i: usize, writable: bool) {
         let inner = &*self.inner;
         let Some(conn) = self.conns.get(i).and_then(|c| c.clone()) else {
             return;
@@ -316,17 +324,13 @@ impl Engine {
         }
         // Never wait for a waiter that reads this connection: try again
         // on the next turn of the loop.
-        let mut state = match conn.state.try_lock() {
-            Ok(s) => s,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                if !self.busy.contains(&i) {
-                    self.busy.push(i);
-                }
-                return;
+        let Some(mut state) = conn.try_lock() else {
+            if !self.busy.contains(&i) {
+                self.busy.push(i);
             }
+            return;
         };
-        if state.ended || read_available(&conn, &mut state, chunk, inner, Reader::Engine) {
+        if state.ended || read_available(&conn, &mut state, inner, Reader::Engine) {
             let said_goodbye = state.said_goodbye;
             drop(state);
             self.close(i, said_goodbye);
@@ -555,7 +559,7 @@ pub(crate) enum Reader {
 
 /// Bytes a reader asks the socket for at least (more when the frame being
 /// read needs more).
-pub(crate) const CHUNK: usize = 64 * 1024;
+const CHUNK: usize = 64 * 1024;
 
 /// Reads and handles everything available on `conn` (whose `state` the
 /// caller holds); true when the connection ended, failed or sent
@@ -563,7 +567,6 @@ pub(crate) const CHUNK: usize = 64 * 1024;
 pub(crate) fn read_available(
     conn: &Connection,
     st: &mut ReadState,
-    chunk: usize,
     inner: &Inner,
     reader: Reader,
 ) -> bool {
@@ -605,7 +608,7 @@ pub(crate) fn read_available(
         // still needs (at least a chunk). The buffer only grows (zeroed
         // once) and `filled` says how much of it holds bytes read.
         let have = st.filled;
-        let want = frame_remainder(&st.buf[..have]).max(chunk);
+        let want = frame_remainder(&st.buf[..have]).max(CHUNK);
         if st.buf.len() < have + want {
             st.buf.resize(have + want, 0);
         }

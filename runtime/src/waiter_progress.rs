@@ -35,7 +35,7 @@
 //! spinning for the same socket would only take each other's core.
 
 use crate::context::Inner;
-use crate::progress::{read_available, Connection, Reader, CHUNK};
+use crate::progress::{read_available, Connection, Reader};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ thread_local! {
     /// This thread's polls, for [`STAMP_EVERY`].
     static POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
-use std::sync::{Arc, Mutex, OnceLock, TryLockError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// The connections waiters may read, and the `epoll` set that says which
 /// of them have bytes.
@@ -286,17 +286,15 @@ impl WaiterProgress {
         }
         let mut worked = false;
         for conn in ready.into_iter().flatten() {
-            let mut state = match conn.state.try_lock() {
-                Ok(s) => s,
-                Err(TryLockError::Poisoned(p)) => p.into_inner(),
-                // The engine (or another waiter) is reading it now.
-                Err(TryLockError::WouldBlock) => continue,
+            // None: the engine (or another waiter) is reading it now.
+            let Some(mut state) = conn.try_lock() else {
+                continue;
             };
             if state.ended {
                 continue;
             }
             let before = state.read;
-            let ended = read_available(&conn, &mut state, CHUNK, &inner, Reader::Waiter);
+            let ended = read_available(&conn, &mut state, &inner, Reader::Waiter);
             worked |= ended || state.read != before;
             if ended {
                 state.ended = true;
@@ -308,14 +306,22 @@ impl WaiterProgress {
         worked
     }
 
-    /// Polls, with a pause between rounds, while `busy` says so and
-    /// `until` has not passed; for waits that do not spin on notification
-    /// words (`wait` on a queue). Returns at once where there is nothing to
-    /// read.
-    pub fn poll_while(&self, until: Instant, mut busy: impl FnMut() -> bool) {
+    /// Polls, with a pause between rounds, while `busy` says so, for a
+    /// waiter's spin budget `spin` or until `deadline` if that comes
+    /// first: how a wait that does not spin on notification words (a
+    /// queue's `wait`, a reply) reads its peers' connections before it
+    /// sleeps. Returns at once where there is nothing to read.
+    pub fn spin_while(
+        &self,
+        spin: Duration,
+        deadline: Option<Instant>,
+        mut busy: impl FnMut() -> bool,
+    ) {
         if !self.is_active() {
             return;
         }
+        let until = Instant::now() + spin;
+        let until = deadline.map_or(until, |d| d.min(until));
         let mut round = 0u32;
         while busy() && (!round.is_multiple_of(16) || Instant::now() < until) {
             round = round.wrapping_add(1);
@@ -324,7 +330,7 @@ impl WaiterProgress {
             // x86 cores, so 32 of them kept an arriving answer waiting
             // up to a microsecond or two.
             if !self.poll() {
-                for _ in 0..POLL_WHILE_PAUSES {
+                for _ in 0..SPIN_WHILE_PAUSES {
                     std::hint::spin_loop();
                 }
             }
@@ -369,8 +375,8 @@ impl gaspi_notify::SpinWork for WaitWork {
     }
 }
 
-/// Pauses between two looks at the sockets of [`WaiterProgress::poll_while`].
-const POLL_WHILE_PAUSES: u32 = 2;
+/// Pauses between two looks at the sockets of [`WaiterProgress::spin_while`].
+const SPIN_WHILE_PAUSES: u32 = 2;
 
 /// Polls of the words between two looks at the sockets.
 const NET_POLLS_BETWEEN: u32 = 2;

@@ -14,6 +14,7 @@
 
 use super::PostedRead;
 use crate::context::Inner;
+use crate::control::Urgency;
 use crate::error::Error;
 use crate::transport::{RemoteSegment, Via};
 use crate::types::Rank;
@@ -63,23 +64,37 @@ pub(crate) struct Settles {
 
 impl Settles {
     fn add(&mut self, queue: u8) {
+        self.count(queue, 1);
+    }
+
+    fn count(&mut self, queue: u8, n: u32) {
         match self.counts.iter_mut().find(|(q, _)| *q == queue) {
-            Some((_, n)) => *n += 1,
-            None => self.counts.push((queue, 1)),
+            Some((_, c)) => *c += n,
+            None => self.counts.push((queue, n)),
         }
+    }
+
+    /// The answers gathered so far as encoded frames, taken.
+    fn take_frames(&mut self) -> Vec<u8> {
+        let mut frames = Vec::new();
+        for (queue, count) in self.counts.drain(..) {
+            let msg = Message::Settled {
+                queue,
+                count,
+                failure: None,
+            };
+            if let Ok(frame) = crate::wire::encode(&msg) {
+                frames.extend_from_slice(&frame);
+            }
+        }
+        frames
     }
 
     /// Sends the answers gathered so far to `from` (the progress engine).
     pub(crate) fn flush(&mut self, inner: &Inner, from: Rank) {
-        for (queue, count) in self.counts.drain(..) {
-            let _ = inner.send(
-                from,
-                &Message::Settled {
-                    queue,
-                    count,
-                    failure: None,
-                },
-            );
+        let frames = self.take_frames();
+        if !frames.is_empty() {
+            let _ = inner.send_frame_by(from, &frames, Urgency::Now, "settle");
         }
     }
 
@@ -89,9 +104,7 @@ impl Settles {
         if self.counts.is_empty() {
             return;
         }
-        inner.peers[from.0 as usize]
-            .settle_stash
-            .add(self.counts.drain(..));
+        inner.peers[from.0 as usize].settle_stash.add(self);
         inner.waiter_progress.owed_answers(inner);
     }
 }
@@ -105,17 +118,15 @@ impl Settles {
 #[derive(Debug, Default)]
 pub(crate) struct SettleStash {
     owed: std::sync::atomic::AtomicBool,
-    counts: std::sync::Mutex<Vec<(u8, u32)>>,
+    settles: std::sync::Mutex<Settles>,
 }
 
 impl SettleStash {
-    fn add(&self, settled: impl Iterator<Item = (u8, u32)>) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        for (queue, n) in settled {
-            match counts.iter_mut().find(|(q, _)| *q == queue) {
-                Some((_, c)) => *c += n,
-                None => counts.push((queue, n)),
-            }
+    /// Moves `more` in.
+    fn add(&self, more: &mut Settles) {
+        let mut settles = self.settles.lock().unwrap_or_else(|e| e.into_inner());
+        for (queue, n) in more.counts.drain(..) {
+            settles.count(queue, n);
         }
         self.owed.store(true, std::sync::atomic::Ordering::Release);
     }
@@ -125,22 +136,11 @@ impl SettleStash {
         if !self.owed.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
-        let counts = {
-            let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let frames = {
+            let mut settles = self.settles.lock().unwrap_or_else(|e| e.into_inner());
             self.owed.store(false, std::sync::atomic::Ordering::Release);
-            std::mem::take(&mut *counts)
+            settles.take_frames()
         };
-        let mut frames = Vec::new();
-        for (queue, count) in counts {
-            let msg = Message::Settled {
-                queue,
-                count,
-                failure: None,
-            };
-            if let Ok(frame) = crate::wire::encode(&msg) {
-                frames.extend_from_slice(&frame);
-            }
-        }
         (!frames.is_empty()).then_some(frames)
     }
 }
