@@ -1553,6 +1553,11 @@ fn dead_peer(victim: u32, how: How, keep_going: bool) -> Res {
     // rank dying while another is still in a barrier fails that barrier,
     // which is not what this scenario checks).
     if me != victim {
+        if !keep_going {
+            // Said before the notify: once the victim has every notify it
+            // dies, and the launcher may stop this rank at any moment.
+            say(&g, "survivor: sleeping");
+        }
         g.notify(v, SEG, NotifyId(16 + me), 1, Queue(2))?;
     }
     if me == victim {
@@ -1582,7 +1587,6 @@ fn dead_peer(victim: u32, how: How, keep_going: bool) -> Res {
     }
     if !keep_going {
         // The launcher must stop this rank.
-        say(&g, "survivor: sleeping");
         std::thread::sleep(Duration::from_secs(120));
         std::process::exit(3);
     }
