@@ -24,7 +24,7 @@ use crate::control::ControlOut;
 use crate::error::{Error, Result};
 use crate::transport::tcp::serve as tcp;
 use crate::types::{Rank, RankState};
-use crate::wire::{for_each_frame, Message};
+use crate::wire::{for_each_frame, Frame, Message};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{Read, Write};
@@ -128,6 +128,9 @@ struct Engine {
     /// waiter may have stopped reading just before those bytes came and
     /// the edge-triggered `epoll` will not report them again.
     busy: Vec<usize>,
+    /// The `busy` being tried again (kept to reuse its allocation: a
+    /// waiter holding a connection is the common case, not a rare one).
+    retry: Vec<usize>,
 }
 
 impl ProgressEngine {
@@ -163,6 +166,7 @@ impl ProgressEngine {
             inner: inner.clone(),
             stop: stop.clone(),
             busy: Vec::new(),
+            retry: Vec::new(),
         };
         for (rank, s) in readers {
             engine.add(rank, s)?;
@@ -289,9 +293,12 @@ impl Engine {
                 return;
             }
             self.expire_handshakes();
-            for i in std::mem::take(&mut self.busy) {
+            std::mem::swap(&mut self.busy, &mut self.retry);
+            for k in 0..self.retry.len() {
+                let i = self.retry[k];
                 self.serve(i, false);
             }
+            self.retry.clear();
             if !events.is_empty() {
                 spin_until = Instant::now() + spin;
             }
@@ -618,21 +625,18 @@ pub(crate) fn read_available(
             Ok(n) => {
                 st.filled += n;
                 st.read = st.read.wrapping_add(n as u64);
-                let mut msgs = Vec::new();
                 let rank = conn.rank;
                 // One answer per queue for everything this read applied.
                 let mut settles = tcp::Settles::default();
-                let (used, taken) = for_each_frame(
-                    &st.buf[..st.filled],
-                    |put| tcp::put(inner, rank, &put, &mut settles),
-                    |m| msgs.push(m),
-                );
+                // Every frame handled in the order it came.
+                let said_goodbye = &mut st.said_goodbye;
+                let (used, taken) = for_each_frame(&st.buf[..st.filled], |frame| match frame {
+                    Frame::Put(put) => tcp::put(inner, rank, &put, &mut settles),
+                    Frame::Msg(m) => handle(rank, said_goodbye, m, inner, &mut settles),
+                });
                 let filled = st.filled;
                 st.buf.copy_within(used..filled, 0);
                 st.filled -= used;
-                for m in msgs {
-                    handle(rank, &mut st.said_goodbye, m, inner, &mut settles);
-                }
                 answer(settles);
                 if let Err(e) = taken {
                     tracing::error!("{}: {e}; dropping the connection", conn.rank);

@@ -170,33 +170,41 @@ pub(crate) fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<T> {
 /// Splits complete frames off the front of `buf` (non-blocking reader side).
 #[cfg(test)]
 pub(crate) fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<Message>> {
-    let out = std::cell::RefCell::new(Vec::new());
-    let (used, result) = for_each_frame(
-        buf,
-        |put| {
-            out.borrow_mut().push(Message::Put {
+    let mut out = Vec::new();
+    let (used, result) = for_each_frame(buf, |frame| {
+        out.push(match frame {
+            Frame::Put(put) => Message::Put {
                 queue: put.queue,
                 seg: put.seg,
                 offset: put.offset,
                 data: serde_bytes::ByteBuf::from(put.data.to_vec()),
                 notify: put.notify,
-            })
-        },
-        |m| out.borrow_mut().push(m),
-    );
+            },
+            Frame::Msg(m) => m,
+        })
+    });
     buf.drain(..used);
-    result.map(|()| out.into_inner())
+    result.map(|()| out)
 }
 
-/// Takes every complete frame at the front of `buf`: a `Put` is handed
-/// to `on_put` with its data still in `buf` (the TCP transport's bulk,
-/// copied once, into the segment), any other message decoded to `on_msg`.
+/// One frame taken off a connection's buffer by [`for_each_frame`].
+pub(crate) enum Frame<'a> {
+    /// A `Put`, its data still in the buffer (the TCP transport's bulk,
+    /// copied once, into the segment).
+    Put(PutRef<'a>),
+    /// Any other message, decoded.
+    Msg(Message),
+}
+
+/// Takes every complete frame at the front of `buf`, in order, to
+/// `on_frame`: a `Put` with its data in place, a `Settled` without a
+/// failure read in place too (the two frames of every write over TCP,
+/// kept off bincode's decoder and the heap), anything else decoded.
 /// Returns the bytes the complete frames took (the caller drops them),
 /// and the first error, which stops it.
 pub(crate) fn for_each_frame(
     buf: &[u8],
-    mut on_put: impl FnMut(PutRef<'_>),
-    mut on_msg: impl FnMut(Message),
+    mut on_frame: impl FnMut(Frame<'_>),
 ) -> (usize, Result<()>) {
     let mut at = 0;
     let mut result = Ok(());
@@ -212,15 +220,22 @@ pub(crate) fn for_each_frame(
             break;
         }
         let body = &buf[at + 4..at + 4 + len];
-        match parse_put(body) {
-            Some(put) => on_put(put),
-            None => match decode(body) {
-                Ok(m) => on_msg(m),
+        if let Some(put) = parse_put(body) {
+            on_frame(Frame::Put(put));
+        } else if let Some((queue, count)) = parse_settled(body) {
+            on_frame(Frame::Msg(Message::Settled {
+                queue,
+                count,
+                failure: None,
+            }));
+        } else {
+            match decode(body) {
+                Ok(m) => on_frame(Frame::Msg(m)),
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
-            },
+            }
         }
         at += 4 + len;
     }
@@ -238,21 +253,62 @@ pub(crate) struct PutRef<'a> {
     pub notify: Option<(u32, u32)>,
 }
 
-/// The first four bytes of every `Put` body: bincode's variant index,
-/// taken from bincode itself so that it follows the enum's order.
-fn put_tag() -> [u8; 4] {
-    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
-    *TAG.get_or_init(|| {
-        let body = bincode::serialize(&Message::Put {
-            queue: None,
-            seg: 0,
-            offset: 0,
-            data: serde_bytes::ByteBuf::new(),
-            notify: None,
-        })
-        .expect("a Put encodes");
+/// The first four bytes of every body of `msg`'s variant: bincode's
+/// variant index, taken from bincode itself so that it follows the
+/// enum's order (`cell` keeps it).
+fn variant_tag(cell: &'static std::sync::OnceLock<[u8; 4]>, msg: fn() -> Message) -> [u8; 4] {
+    *cell.get_or_init(|| {
+        let body = bincode::serialize(&msg()).expect("every message encodes");
         [body[0], body[1], body[2], body[3]]
     })
+}
+
+/// The first four bytes of every `Put` body.
+fn put_tag() -> [u8; 4] {
+    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    variant_tag(&TAG, || Message::Put {
+        queue: None,
+        seg: 0,
+        offset: 0,
+        data: serde_bytes::ByteBuf::new(),
+        notify: None,
+    })
+}
+
+/// The first four bytes of every `Settled` body.
+fn settled_tag() -> [u8; 4] {
+    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    variant_tag(&TAG, || Message::Settled {
+        queue: 0,
+        count: 0,
+        failure: None,
+    })
+}
+
+/// Bytes of the frame of a `Settled` without a failure: length prefix,
+/// tag, queue, count, the failure's `None`.
+pub(crate) const SETTLED_FRAME: usize = 4 + 4 + 1 + 4 + 1;
+
+/// The frame of `Message::Settled { queue, count, failure: None }`, the
+/// same bytes as [`encode`] gives (a test checks it), built on the stack:
+/// the answer to nearly every request over TCP.
+pub(crate) fn encode_settled(queue: u8, count: u32) -> [u8; SETTLED_FRAME] {
+    let mut f = [0u8; SETTLED_FRAME];
+    f[..4].copy_from_slice(&((SETTLED_FRAME - 4) as u32).to_le_bytes());
+    f[4..8].copy_from_slice(&settled_tag());
+    f[8] = queue;
+    f[9..13].copy_from_slice(&count.to_le_bytes());
+    f[13] = 0; // failure: None
+    f
+}
+
+/// The queue and count of a `Settled` body without a failure; `None` for
+/// any other body (a `Settled` with a failure is decoded by bincode).
+fn parse_settled(body: &[u8]) -> Option<(u8, u32)> {
+    if body.len() != SETTLED_FRAME - 4 || body[..4] != settled_tag() || body[9] != 0 {
+        return None;
+    }
+    Some((body[4], u32::from_le_bytes(body[5..9].try_into().ok()?)))
 }
 
 /// The frame of a `Message::Put`, the same bytes as [`encode`] gives
@@ -462,6 +518,41 @@ mod tests {
         assert!(parse_put(&cut[4..cut.len() - 1]).is_none());
     }
 
+    #[test]
+    fn a_settled_built_in_place_is_the_frame_bincode_makes_and_reads_back() {
+        for (queue, count) in [(0u8, 1u32), (15, 70_000), (255, u32::MAX)] {
+            let ours = encode_settled(queue, count);
+            let theirs = encode(&Message::Settled {
+                queue,
+                count,
+                failure: None,
+            })
+            .unwrap();
+            assert_eq!(&ours[..], &theirs[..]);
+            let mut buf = ours.to_vec();
+            let got = take_frames(&mut buf).unwrap();
+            assert!(
+                matches!(got[..], [Message::Settled { queue: q, count: c, failure: None }] if q == queue && c == count),
+                "{got:?}"
+            );
+        }
+        // A failure is no fast-path frame; bincode reads it whole.
+        let failed = encode(&Message::Settled {
+            queue: 2,
+            count: 1,
+            failure: Some("no".into()),
+        })
+        .unwrap();
+        assert!(parse_settled(&failed[4..]).is_none());
+        let got = take_frames(&mut failed.clone()).unwrap();
+        assert!(
+            matches!(&got[..], [Message::Settled { queue: 2, count: 1, failure: Some(f) }] if f == "no")
+        );
+        // Nor are other messages of the same length.
+        let ping = encode(&Message::Ping { token: 1 }).unwrap();
+        assert!(parse_settled(&ping[4..]).is_none());
+    }
+
     /// Frames of every message kind, cut, mutated and made of random
     /// bytes: the decoder returns frames or an error, never panics, and
     /// never hands out a `Put` whose data lies outside the frame.
@@ -489,9 +580,15 @@ mod tests {
                 rank: 3,
                 terminated: false,
             },
+            Message::Settled {
+                queue: 1,
+                count: 2,
+                failure: Some("refused".into()),
+            },
         ]
         .iter()
         .map(|m| encode(m).unwrap())
+        .chain(std::iter::once(encode_settled(3, 9).to_vec()))
         .chain(std::iter::once(encode_put(
             Some(0),
             1,
@@ -525,15 +622,13 @@ mod tests {
                     b
                 };
                 let len = buf.len();
-                let (used, _result) = for_each_frame(
-                    &buf,
-                    |put| {
+                let (used, _result) = for_each_frame(&buf, |frame| {
+                    if let Frame::Put(put) = frame {
                         let start = put.data.as_ptr() as usize;
-                        let frame = buf.as_ptr() as usize;
-                        assert!(start >= frame && start + put.data.len() <= frame + len);
-                    },
-                    |_| {},
-                );
+                        let at = buf.as_ptr() as usize;
+                        assert!(start >= at && start + put.data.len() <= at + len);
+                    }
+                });
                 prop_assert!(used <= len);
                 buf.truncate(len / 2);
                 let _ = take_frames(&mut buf);

@@ -55,11 +55,32 @@ fn check_word(s: &dyn RemoteSegment, seg: u8, id: u32, value: u32) -> Outcome {
     Ok(())
 }
 
+/// Queues a rank may have (`Config::queue_max` is at most this): the
+/// queue ids a `Settled` answer can name.
+const QUEUES: usize = 16;
+
 /// Requests of one peer applied in one read of its connection, to answer
-/// with one `Settled` per queue instead of one per request.
+/// with one `Settled` per queue instead of one per request. Counted and
+/// encoded on the stack: this is on the path of every write over TCP.
 #[derive(Debug, Default)]
 pub(crate) struct Settles {
-    counts: Vec<(u8, u32)>,
+    counts: [u32; QUEUES],
+    /// Bit `q` set: `counts[q]` holds answers.
+    queues: u16,
+}
+
+/// The `Settled` frames of a [`Settles`], one after the other.
+#[derive(Debug)]
+pub(crate) struct SettleFrames {
+    bytes: [u8; QUEUES * crate::wire::SETTLED_FRAME],
+    len: usize,
+}
+
+impl std::ops::Deref for SettleFrames {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 impl Settles {
@@ -68,40 +89,59 @@ impl Settles {
     }
 
     fn count(&mut self, queue: u8, n: u32) {
-        match self.counts.iter_mut().find(|(q, _)| *q == queue) {
-            Some((_, c)) => *c += n,
-            None => self.counts.push((queue, n)),
+        let q = queue as usize;
+        if q >= QUEUES {
+            // No rank posts on such a queue: a peer's bug, which only
+            // costs it the answer.
+            tracing::warn!("a request names queue {queue}, which no rank has; not answered");
+            return;
         }
+        self.counts[q] = self.counts[q].wrapping_add(n);
+        self.queues |= 1 << q;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queues == 0
     }
 
     /// The answers gathered so far as encoded frames, taken.
-    fn take_frames(&mut self) -> Vec<u8> {
-        let mut frames = Vec::new();
-        for (queue, count) in self.counts.drain(..) {
-            let msg = Message::Settled {
-                queue,
-                count,
-                failure: None,
-            };
-            if let Ok(frame) = crate::wire::encode(&msg) {
-                frames.extend_from_slice(&frame);
-            }
+    fn take_frames(&mut self) -> SettleFrames {
+        let mut frames = SettleFrames {
+            bytes: [0; QUEUES * crate::wire::SETTLED_FRAME],
+            len: 0,
+        };
+        while self.queues != 0 {
+            let q = self.queues.trailing_zeros() as usize;
+            self.queues &= !(1 << q);
+            let frame = crate::wire::encode_settled(q as u8, std::mem::take(&mut self.counts[q]));
+            frames.bytes[frames.len..frames.len + frame.len()].copy_from_slice(&frame);
+            frames.len += frame.len();
         }
         frames
     }
 
+    /// Moves every answer of `more` into `self`.
+    fn absorb(&mut self, more: &mut Settles) {
+        while more.queues != 0 {
+            let q = more.queues.trailing_zeros() as usize;
+            more.queues &= !(1 << q);
+            self.count(q as u8, std::mem::take(&mut more.counts[q]));
+        }
+    }
+
     /// Sends the answers gathered so far to `from` (the progress engine).
     pub(crate) fn flush(&mut self, inner: &Inner, from: Rank) {
-        let frames = self.take_frames();
-        if !frames.is_empty() {
-            let _ = inner.send_frame_by(from, &frames, Urgency::Now, "settle");
+        if self.is_empty() {
+            return;
         }
+        let frames = self.take_frames();
+        let _ = inner.send_frame_by(from, &frames, Urgency::Now, "settle");
     }
 
     /// Leaves the answers gathered so far in `from`'s [`SettleStash`]
     /// (a waiter: the next frame to `from` or the engine takes them).
     pub(crate) fn stash(&mut self, inner: &Inner, from: Rank) {
-        if self.counts.is_empty() {
+        if self.is_empty() {
             return;
         }
         inner.peers[from.0 as usize].settle_stash.add(self);
@@ -125,14 +165,12 @@ impl SettleStash {
     /// Moves `more` in.
     fn add(&self, more: &mut Settles) {
         let mut settles = self.settles.lock().unwrap_or_else(|e| e.into_inner());
-        for (queue, n) in more.counts.drain(..) {
-            settles.count(queue, n);
-        }
+        settles.absorb(more);
         self.owed.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The owed answers as encoded frames, taken (`None`: nothing owed).
-    pub(crate) fn take_frames(&self) -> Option<Vec<u8>> {
+    pub(crate) fn take_frames(&self) -> Option<SettleFrames> {
         if !self.owed.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
