@@ -308,18 +308,21 @@ impl Inner {
         urgency: Urgency,
         op: &'static str,
     ) -> Result<()> {
-        self.send_parts_by(rank, &[frame], urgency, op)
+        self.send_parts_by(rank, &[frame], urgency, op, None)
     }
 
     /// [`Inner::send_frame_by`] of a frame in pieces (a write's head and
     /// its data where it lies), written with one system call where the
-    /// socket takes them.
+    /// socket takes them. With `lent`, what the socket does not take of
+    /// the last part stays where it lies until it is written
+    /// (`ControlOut::offer_parts`).
     pub fn send_parts_by(
         &self,
         rank: Rank,
         parts: &[&[u8]],
         urgency: Urgency,
         op: &'static str,
+        lent: Option<&crate::control::Keep>,
     ) -> Result<()> {
         self.peer_ok(rank)?;
         let deadline = match urgency {
@@ -349,9 +352,9 @@ impl Inner {
             let offered = if owed_pending {
                 joined[0] = owed;
                 joined[1..=parts.len()].copy_from_slice(parts);
-                control.offer_parts(&joined[..=parts.len()], now)
+                control.offer_parts(&joined[..=parts.len()], now, lent)
             } else {
-                control.offer_parts(parts, now)
+                control.offer_parts(parts, now, lent)
             };
             match offered {
                 Ok(Offered::Sent | Offered::Queued) => return Ok(()),

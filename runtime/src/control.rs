@@ -29,7 +29,6 @@
 //! rank is gone is made in one place for every call (decision 0018).
 
 use crate::error::{Error, Result};
-use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
@@ -62,13 +61,65 @@ pub(crate) enum Offered {
     Full,
 }
 
+/// Memory that a frame's data lies in, kept mapped for as long as the
+/// outbox points into it (a segment, or a buffer handed over whole).
+pub(crate) type Keep = Arc<dyn std::any::Any + Send + Sync>;
+
+/// Bytes the socket has not taken yet, in the order they are to go.
+#[derive(Debug)]
+enum Chunk {
+    /// Copied in; `taken` of them written already.
+    Owned { bytes: Vec<u8>, taken: usize },
+    /// `len` bytes at `at`, left where they lie (a write's data: GASPI's
+    /// caller leaves a write's source unchanged until its request
+    /// completes at `wait`, which is after the target answered, so after
+    /// every byte left here); `keep` keeps that memory mapped.
+    Lent {
+        /// Held, never read: it keeps `at` mapped.
+        _keep: Keep,
+        at: *const u8,
+        len: usize,
+        taken: usize,
+    },
+}
+
+// SAFETY: `at` points into memory that `keep` (Send + Sync) keeps mapped
+// for as long as the chunk lives; the outbox only reads it, under its
+// mutex.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    /// The bytes not written yet.
+    fn rest(&self) -> &[u8] {
+        match self {
+            Chunk::Owned { bytes, taken } => &bytes[*taken..],
+            // SAFETY: `at..at + len` lies in memory `keep` keeps mapped
+            // (see `Chunk::Lent`) and `taken <= len`.
+            Chunk::Lent { at, len, taken, .. } => unsafe {
+                std::slice::from_raw_parts(at.add(*taken), len - taken)
+            },
+        }
+    }
+
+    /// Marks `n` more bytes written (at most [`Self::rest`]'s length).
+    fn advance(&mut self, n: usize) {
+        match self {
+            Chunk::Owned { taken, .. } | Chunk::Lent { taken, .. } => *taken += n,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Outbox {
     /// Shared with the progress engine, which reads the same socket.
     stream: Arc<TcpStream>,
-    /// Bytes not yet taken by the socket start at `pending[taken..]`.
-    pending: Vec<u8>,
-    taken: usize,
+    /// What the socket has not taken, oldest first.
+    chunks: std::collections::VecDeque<Chunk>,
+    /// Bytes of `chunks` not taken yet.
+    held: usize,
+    /// The buffer of the last owned chunk written out, kept for the next
+    /// one (its allocation is reused).
+    spare: Vec<u8>,
     /// The socket failed for good; every later write fails the same way.
     broken: Option<std::io::ErrorKind>,
 }
@@ -94,8 +145,9 @@ impl ControlOut {
             fd: stream.as_raw_fd(),
             outbox: Mutex::new(Outbox {
                 stream,
-                pending: Vec::new(),
-                taken: 0,
+                chunks: std::collections::VecDeque::new(),
+                held: 0,
+                spare: Vec::new(),
                 broken: None,
             }),
             queued: std::sync::atomic::AtomicBool::new(false),
@@ -108,7 +160,7 @@ impl ControlOut {
     }
 
     fn note_queued(&self, out: &Outbox) {
-        let queued = out.pending.len() > out.taken;
+        let queued = out.held > 0;
         if queued != self.has_queued() {
             self.queued
                 .store(queued, std::sync::atomic::Ordering::Relaxed);
@@ -118,34 +170,50 @@ impl ControlOut {
     /// Appends `frame` whole if there is room (or `now`), then writes what
     /// the socket takes. An `Err` is a connection that failed for good.
     pub fn offer(&self, frame: &[u8], now: bool) -> std::io::Result<Offered> {
-        self.offer_parts(&[frame], now)
+        self.offer_parts(&[frame], now, None)
     }
 
     /// [`Self::offer`] of the bytes of `parts`, one after the other: one
     /// frame built of pieces (a write's head and its data, where the data
-    /// lies), or several frames, taken whole or not at all together.
-    pub fn offer_parts(&self, parts: &[&[u8]], now: bool) -> std::io::Result<Offered> {
+    /// lies), or several frames, taken whole or not at all together. With
+    /// `lent`, what the socket does not take of the last part is left
+    /// where it lies, in memory `lent` keeps mapped, rather than copied:
+    /// the caller does not change those bytes until its request completes
+    /// (a write's source; see `Chunk::Lent`).
+    pub fn offer_parts(
+        &self,
+        parts: &[&[u8]],
+        now: bool,
+        lent: Option<&Keep>,
+    ) -> std::io::Result<Offered> {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
         out.flush()?;
-        let held = out.pending.len() - out.taken;
+        let held = out.held;
         if !now && held > 0 && held + total > OUTBOX_MAX {
             return Ok(Offered::Full);
         }
         // Nothing queued: the socket takes what it can straight from the
         // parts (one system call for all of them), and only the rest is
-        // copied into the outbox.
+        // kept: copied, or left where it lies when lent.
         let sent = if held == 0 {
             out.write_parts(parts)?
         } else {
             0
         };
-        for rest in unsent(parts, sent) {
-            out.pending.extend_from_slice(rest);
+        // The last rest is the last part's when that part is not empty.
+        let rests = unsent(parts, sent).count();
+        let last_lent = lent.filter(|_| parts.last().is_some_and(|p| !p.is_empty()));
+        for (i, rest) in unsent(parts, sent).enumerate() {
+            match last_lent {
+                Some(keep) if i + 1 == rests => out.lend(keep, rest),
+                _ => out.copy_in(rest),
+            }
         }
-        out.flush()?;
+        // No second try: the socket was full a moment ago (or took it
+        // all). The engine writes the rest once it has room.
         self.note_queued(&out);
-        Ok(if out.pending.is_empty() {
+        Ok(if out.held == 0 {
             Offered::Sent
         } else {
             Offered::Queued
@@ -159,7 +227,7 @@ impl ControlOut {
         let flushed = out.flush();
         self.note_queued(&out);
         flushed?;
-        Ok(out.pending.len() - out.taken)
+        Ok(out.held)
     }
 
     /// Whether this is the writing side of `stream`.
@@ -173,8 +241,7 @@ impl ControlOut {
     /// Bytes not yet taken by the socket.
     #[cfg(test)]
     pub fn held(&self) -> usize {
-        let out = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
-        out.pending.len() - out.taken
+        self.outbox.lock().unwrap_or_else(|e| e.into_inner()).held
     }
 
     /// Sleeps until the socket may take more, at most `nap`.
@@ -270,32 +337,96 @@ pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()
 }
 
 impl Outbox {
-    /// Writes from the front of the pending bytes until the socket is full.
+    /// Keeps a copy of `bytes` to write after everything held.
+    fn copy_in(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        match self.chunks.back_mut() {
+            Some(Chunk::Owned { bytes: last, .. }) => last.extend_from_slice(bytes),
+            _ => {
+                let mut buf = std::mem::take(&mut self.spare);
+                buf.extend_from_slice(bytes);
+                self.chunks.push_back(Chunk::Owned {
+                    bytes: buf,
+                    taken: 0,
+                });
+            }
+        }
+        self.held += bytes.len();
+    }
+
+    /// Keeps `bytes`, in memory `keep` keeps mapped, to write after
+    /// everything held, from where they lie.
+    fn lend(&mut self, keep: &Keep, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.chunks.push_back(Chunk::Lent {
+            _keep: keep.clone(),
+            at: bytes.as_ptr(),
+            len: bytes.len(),
+            taken: 0,
+        });
+        self.held += bytes.len();
+    }
+
+    /// Writes from the front of the held bytes until the socket is full.
     fn flush(&mut self) -> std::io::Result<()> {
         if let Some(kind) = self.broken {
             return Err(kind.into());
         }
-        while self.taken < self.pending.len() {
-            match (&*self.stream).write(&self.pending[self.taken..]) {
+        while self.held > 0 {
+            // The first few chunks, in one system call.
+            let mut iov = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; 8];
+            let mut n = 0;
+            for (v, chunk) in iov.iter_mut().zip(self.chunks.iter()) {
+                let rest = chunk.rest();
+                *v = libc::iovec {
+                    iov_base: rest.as_ptr() as *mut libc::c_void,
+                    iov_len: rest.len(),
+                };
+                n += 1;
+            }
+            match send_vectored(&self.stream, &iov[..n]) {
                 Ok(0) => return self.fail(std::io::ErrorKind::WriteZero),
-                Ok(n) => self.taken += n,
+                Ok(k) => self.advance(k),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(e.kind()),
             }
         }
-        if self.taken == self.pending.len() {
-            self.pending.clear();
-            self.taken = 0;
-        } else if self.taken > OUTBOX_MAX {
-            self.pending.drain(..self.taken);
-            self.taken = 0;
-        }
         Ok(())
     }
 
+    /// Drops `n` written bytes from the front of the held ones.
+    fn advance(&mut self, mut n: usize) {
+        self.held -= n;
+        while n > 0 {
+            let Some(front) = self.chunks.front_mut() else {
+                return;
+            };
+            let left = front.rest().len();
+            if n < left {
+                front.advance(n);
+                return;
+            }
+            n -= left;
+            if let Some(Chunk::Owned { mut bytes, .. }) = self.chunks.pop_front() {
+                // Reuse the larger allocation; a huge one is let go.
+                if bytes.capacity() > self.spare.capacity() && bytes.capacity() <= 2 * OUTBOX_MAX {
+                    bytes.clear();
+                    self.spare = bytes;
+                }
+            }
+        }
+    }
+
     /// Writes what the socket takes of the bytes of `parts` now (nothing
-    /// queued before); returns how many it took.
+    /// held before); returns how many it took.
     fn write_parts(&mut self, parts: &[&[u8]]) -> std::io::Result<usize> {
         if let Some(kind) = self.broken {
             return Err(kind.into());
@@ -338,8 +469,9 @@ impl Outbox {
 
     fn fail(&mut self, kind: std::io::ErrorKind) -> std::io::Result<()> {
         self.broken = Some(kind);
-        self.pending = Vec::new();
-        self.taken = 0;
+        self.chunks.clear();
+        self.held = 0;
+        self.spare = Vec::new();
         Err(kind.into())
     }
 }
@@ -355,6 +487,82 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         (ControlOut::new(Arc::new(a)).unwrap(), b)
+    }
+
+    /// A buffer the test changes through a raw pointer after lending it,
+    /// to tell bytes sent from where they lie from bytes copied.
+    struct Shared(std::cell::UnsafeCell<Vec<u8>>);
+    // SAFETY: only the test's thread writes, and only while the outbox is
+    // not writing (it writes under its lock, inside `flush`).
+    unsafe impl Sync for Shared {}
+
+    #[test]
+    fn a_lent_part_is_sent_from_where_it_lies_in_order_and_let_go_once_written() {
+        let (out, mut reader) = pair();
+        let filler = vec![1u8; 1 << 16];
+        // Nobody reads: fill the socket until it takes nothing more.
+        let mut fillers = 1;
+        while out.offer(&filler, true).unwrap() == Offered::Sent {
+            fillers += 1;
+        }
+        let before = out.held();
+        let len = 1 << 20;
+        let shared = Arc::new(Shared(std::cell::UnsafeCell::new(vec![2u8; len])));
+        let keep: Keep = shared.clone();
+        // SAFETY: the Vec lives in `shared`; nothing else touches it now
+        // (the reference ends with the statement).
+        let base: *mut u8 = unsafe { (&mut *shared.0.get()).as_mut_ptr() };
+        // SAFETY: `base` points at `len` initialised bytes, kept by `shared`;
+        // this slice is last used before the write below.
+        let lent = unsafe { std::slice::from_raw_parts(base, len) };
+        assert_eq!(
+            out.offer_parts(&[b"head", lent], false, Some(&keep))
+                .unwrap(),
+            Offered::Full,
+            "the outbox was not full of the filler"
+        );
+        // With room again (urgent), the head is copied, the data lent ...
+        assert_eq!(
+            out.offer_parts(&[b"head", lent], true, Some(&keep))
+                .unwrap(),
+            Offered::Queued
+        );
+        assert_eq!(out.held(), before + 4 + len);
+        assert_eq!(Arc::strong_count(&shared), 3, "the outbox holds the memory");
+        out.offer(b"tail", true).unwrap();
+        // ... so a change made now is what the reader gets: nothing was
+        // copied. (A caller may not do this before `wait`; the test does,
+        // to see where the bytes come from.)
+        // SAFETY: the outbox only reads the buffer inside `flush`, which
+        // nobody calls until the reader thread below starts.
+        unsafe { *base.add(len - 1) = 7 };
+        let expect = fillers * filler.len() + 4 + len + 4;
+        let t = std::thread::spawn(move || {
+            let mut got = vec![0u8; expect];
+            reader.read_exact(&mut got).unwrap();
+            got
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while out.flush().unwrap() > 0 {
+            assert!(Instant::now() < deadline, "the outbox never drained");
+            out.wait_room(Duration::from_millis(10));
+        }
+        let got = t.join().unwrap();
+        let at = expect - 4 - len - 4;
+        assert!(got[..at].iter().all(|&b| b == 1), "the filler came first");
+        assert_eq!(&got[at..at + 4], b"head");
+        assert!(got[at + 4..at + 4 + len - 1].iter().all(|&b| b == 2));
+        assert_eq!(got[at + 4 + len - 1], 7, "the lent bytes were copied");
+        assert_eq!(
+            &got[expect - 4..],
+            b"tail",
+            "a later frame overtook the lent bytes"
+        );
+        assert_eq!(
+            Arc::strong_count(&shared),
+            2,
+            "written, the memory was not let go"
+        );
     }
 
     #[test]

@@ -13,6 +13,12 @@ use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::wire::Message;
 use std::sync::Arc;
 
+/// Smallest write over a network transport whose source the transport may
+/// read where it lies until the request completes (at `wait`), instead of
+/// copying what the socket does not take at once: below it, the copy costs
+/// less than keeping the segment.
+const IN_PLACE_MIN: u64 = 64 * 1024;
+
 impl From<&Segment> for SegId {
     fn from(s: &Segment) -> SegId {
         s.id()
@@ -187,9 +193,10 @@ impl Inner {
         }
     }
 
-    /// A put to a segment reached over the network: the transport copies
-    /// the bytes out (through a host buffer when they are in GPU memory)
-    /// and orders the notification after them. Requests to other targets
+    /// A put to a segment reached over the network: the transport sends
+    /// the bytes (through a host buffer when they are in GPU memory; a
+    /// large write from where it lies, see [`IN_PLACE_MIN`]) and orders
+    /// the notification after them. Requests to other targets
     /// on the same queue need no order with it.
     fn put_network(
         &self,
@@ -204,19 +211,35 @@ impl Inner {
         if local.is_gpu() {
             let mut staged = vec![0u8; size as usize];
             local.copy_out(local_offset, &mut staged)?;
-            r.put_notify(
+            // The staging buffer is handed over whole: what the socket
+            // does not take is sent from it, not copied once more.
+            let src = staged.as_ptr();
+            let keep: crate::control::Keep = Arc::new(staged);
+            return r.put_notify_in_place(
                 to.offset,
-                staged.as_ptr(),
-                staged.len(),
+                src,
+                size as usize,
                 notify,
                 Via::queue(q),
-            )
-        } else {
-            // SAFETY: local_offset + size was checked against the local
-            // segment, which the caller's table snapshot keeps alive.
-            let src = unsafe { local.data().add(local_offset as usize) };
-            r.put_notify(to.offset, src, size as usize, notify, Via::queue(q))
+                &keep,
+            );
         }
+        // SAFETY: local_offset + size was checked against the local
+        // segment, which the caller's table snapshot keeps alive.
+        let src = unsafe { local.data().add(local_offset as usize) };
+        if size < IN_PLACE_MIN {
+            return r.put_notify(to.offset, src, size as usize, notify, Via::queue(q));
+        }
+        // A large write is sent from the segment, which stays mapped (the
+        // Arc) until the socket has taken it: GASPI's caller leaves a
+        // write's source as it is until `wait`.
+        let keep: crate::control::Keep = match self.tables.load().local[local.id.0 as usize].clone()
+        {
+            // The very segment of the caller's snapshot (not one made since).
+            Some(seg) if std::ptr::eq(&*seg, local) => seg,
+            _ => return r.put_notify(to.offset, src, size as usize, notify, Via::queue(q)),
+        };
+        r.put_notify_in_place(to.offset, src, size as usize, notify, Via::queue(q), &keep)
     }
 
     /// Sets a checked notification: through the owner's inbox when the

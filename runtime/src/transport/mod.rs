@@ -179,6 +179,23 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
             None => Ok(()),
         }
     }
+    /// [`Self::put_notify`] of bytes that stay unchanged until the
+    /// request completes (GASPI's rule for a write's source: until the
+    /// `wait` on its queue), in memory that `keep` keeps mapped: a
+    /// transport that sends later may send them from there instead of
+    /// copying them first (TCP's zero-copy path, UCX's *zcopy*).
+    fn put_notify_in_place(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        keep: &crate::control::Keep,
+    ) -> Result<()> {
+        let _ = keep;
+        self.put_notify(offset, src, len, notify, via)
+    }
     /// Whether requests complete after the call returns (at `wait`).
     fn completes_later(&self) -> bool {
         false

@@ -42,7 +42,7 @@ pub(crate) mod serve;
 
 use super::{GpuView, RemoteSegment, Transport, Via};
 use crate::context::Inner;
-use crate::control::Urgency;
+use crate::control::{Keep, Urgency};
 use crate::error::{Error, Result};
 use crate::segment::{LocalSegment, SegmentDescriptor};
 use crate::types::Rank;
@@ -120,25 +120,62 @@ impl TcpSegment {
         via: Via<'_>,
         op: &'static str,
     ) -> Result<()> {
-        self.send_frame_counted(inner, &[&crate::wire::encode(msg)?], via, op)
+        self.send_frame_counted(inner, &[&crate::wire::encode(msg)?], via, op, None)
     }
 
-    /// [`Self::send_counted`] of a frame already encoded, in pieces.
+    /// [`Self::send_counted`] of a frame already encoded, in pieces (the
+    /// last one `lent`: see `Inner::send_parts_by`).
     fn send_frame_counted(
         &self,
         inner: &Inner,
         frame: &[&[u8]],
         via: Via<'_>,
         op: &'static str,
+        lent: Option<&Keep>,
     ) -> Result<()> {
         if let Some(q) = via.queue {
             q.outstanding.add(self.owner, 1);
         }
-        let sent = inner.send_parts_by(self.owner, frame, Urgency::Within(None), op);
+        let sent = inner.send_parts_by(self.owner, frame, Urgency::Within(None), op, lent);
         if let (Err(_), Some(q)) = (&sent, via.queue) {
             q.outstanding.settle(self.owner, 1, None);
         }
         sent
+    }
+
+    /// A write of `len` bytes at `src` to `offset`, then notification
+    /// `notify`: `Put` frames of at most [`PIECE`] bytes, the notification
+    /// on the last. The data goes from where it lies; what the socket
+    /// does not take at once is copied into the connection's outbox, or,
+    /// `lent`, left where it is until the socket takes it.
+    fn send_put(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        lent: Option<&Keep>,
+    ) -> Result<()> {
+        let inner = self.inner()?;
+        // SAFETY: the caller guarantees `src` is valid for `len` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(src, len) };
+        let pieces = len.div_ceil(PIECE).max(1);
+        for (i, at) in (0..pieces).map(|i| (i, i * PIECE)) {
+            let piece = &bytes[at..len.min(at + PIECE)];
+            // The notification rides on the last piece: the target applies
+            // the data, then sets it.
+            let last = i + 1 == pieces;
+            let (head, n) = crate::wire::encode_put_head(
+                queue_index(via),
+                self.seg,
+                offset + at as u64,
+                piece.len(),
+                notify.filter(|_| last),
+            );
+            self.send_frame_counted(&inner, &[&head[..n], piece], via, "write", lent)?;
+        }
+        Ok(())
     }
 }
 
@@ -175,27 +212,22 @@ impl RemoteSegment for TcpSegment {
         notify: Option<(u32, u32)>,
         via: Via<'_>,
     ) -> Result<()> {
-        let inner = self.inner()?;
-        // SAFETY: the caller guarantees `src` is valid for `len` bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(src, len) };
-        let pieces = len.div_ceil(PIECE).max(1);
-        for (i, at) in (0..pieces).map(|i| (i, i * PIECE)) {
-            let piece = &bytes[at..len.min(at + PIECE)];
-            // The notification rides on the last piece: the target applies
-            // the data, then sets it.
-            let last = i + 1 == pieces;
-            // The data goes from where it lies; only what the socket does
-            // not take at once is copied (into the connection's outbox).
-            let (head, n) = crate::wire::encode_put_head(
-                queue_index(via),
-                self.seg,
-                offset + at as u64,
-                piece.len(),
-                notify.filter(|_| last),
-            );
-            self.send_frame_counted(&inner, &[&head[..n], piece], via, "write")?;
-        }
-        Ok(())
+        self.send_put(offset, src, len, notify, via, None)
+    }
+
+    fn put_notify_in_place(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        keep: &Keep,
+    ) -> Result<()> {
+        // Only a request that `wait` completes may leave its source in
+        // place: internal traffic has no `wait`, so it is copied.
+        let lent = via.queue.map(|_| keep);
+        self.send_put(offset, src, len, notify, via, lent)
     }
 
     fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()> {
