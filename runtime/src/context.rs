@@ -76,6 +76,11 @@ pub(crate) struct Inner {
     /// Connections this rank's threads made, for the progress engine to
     /// read (it takes them when woken).
     pub made_connections: Mutex<Vec<(Rank, Arc<std::net::TcpStream>)>>,
+    /// Orderly ends of ranks this one has no connection to, reported by
+    /// third ranks: the progress engine decides on them (a connection of
+    /// theirs may still be in its handshake, holding frames sent before
+    /// the end; `progress.rs`, decision 0018).
+    pub relayed_ends: Mutex<Vec<Rank>>,
     /// Wakes the progress engine.
     pub engine_waker: OnceLock<Arc<mio::Waker>>,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
@@ -814,6 +819,7 @@ impl Gaspi {
             tokens: AtomicU64::new(1),
             posted_reads: Default::default(),
             made_connections: Mutex::new(Vec::new()),
+            relayed_ends: Mutex::new(Vec::new()),
             engine_waker: OnceLock::new(),
             failures: AtomicU64::new(0),
             stats: crate::stats::Stats::default(),

@@ -131,6 +131,11 @@ struct Engine {
     /// The `busy` being tried again (kept to reuse its allocation: a
     /// waiter holding a connection is the common case, not a rare one).
     retry: Vec<usize>,
+    /// Ranks whose every connection ended after a goodbye while another
+    /// connection was still in its handshake: that one may be theirs and
+    /// hold frames sent before the goodbye. Marked terminated once no
+    /// handshake is pending (see `close`).
+    terminating: Vec<Rank>,
 }
 
 impl ProgressEngine {
@@ -167,6 +172,7 @@ impl ProgressEngine {
             stop: stop.clone(),
             busy: Vec::new(),
             retry: Vec::new(),
+            terminating: Vec::new(),
         };
         for (rank, s) in readers {
             engine.add(rank, s)?;
@@ -307,12 +313,14 @@ impl Engine {
                     WAKER => {
                         self.take_made_connections();
                         self.reap_ended();
+                        self.take_relayed_ends();
                     }
                     LISTENER => self.accept(),
                     Token(t) if t >= PENDING => self.advance_handshake(t - PENDING),
                     Token(i) => self.serve(i, ev.is_writable()),
                 }
             }
+            self.settle_terminating();
         }
     }
 
@@ -361,6 +369,11 @@ impl Engine {
         // hold frames it sent before its goodbye (a barrier's last signal),
         // which survivors must see before they learn it is gone. An end
         // without a goodbye is a death, reported at once.
+        // The other may also be one that this rank's threads made and the
+        // engine has not taken yet, or one still in its handshake here.
+        if said_goodbye {
+            self.take_made_connections();
+        }
         let others_open = self.conns.iter().flatten().any(|c| c.rank == conn.rank);
         if said_goodbye && others_open {
             tracing::debug!(
@@ -369,12 +382,56 @@ impl Engine {
             );
             return;
         }
+        if said_goodbye && self.pending.iter().any(Option::is_some) {
+            tracing::debug!(
+                "{}: its connections ended after a goodbye; waiting for the handshakes in progress",
+                conn.rank
+            );
+            if !self.terminating.contains(&conn.rank) {
+                self.terminating.push(conn.rank);
+            }
+            return;
+        }
         let state = if said_goodbye {
             RankState::Terminated
         } else {
             RankState::Corrupt
         };
         self.inner.mark_gone(conn.rank, state);
+    }
+
+    /// Takes the orderly ends other ranks reported of ranks not connected
+    /// here when the news came; decided with those `close` left waiting.
+    fn take_relayed_ends(&mut self) {
+        let relayed = std::mem::take(
+            &mut *self
+                .inner
+                .relayed_ends
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for rank in relayed {
+            if self.inner.peers[rank.0 as usize].control.get().is_some() {
+                tracing::debug!("{rank}: reported terminated; its own connection will say");
+            } else if !self.terminating.contains(&rank) {
+                self.terminating.push(rank);
+            }
+        }
+    }
+
+    /// Marks terminated the ranks `close` (or a third rank's report) left
+    /// waiting for handshakes, once none is pending: a handshake that was
+    /// theirs made a connection of theirs, whose own end decides (then
+    /// they are dropped here).
+    fn settle_terminating(&mut self) {
+        if self.terminating.is_empty() || self.pending.iter().any(Option::is_some) {
+            return;
+        }
+        for rank in std::mem::take(&mut self.terminating) {
+            if !self.conns.iter().flatten().any(|c| c.rank == rank) {
+                self.inner.mark_gone(rank, RankState::Terminated);
+            }
+        }
     }
 
     /// Closes the connections a waiter found ended (it wakes the engine).
@@ -782,14 +839,25 @@ fn handle(
         {
             tracing::debug!("{from} reports rank {rank} terminated; its own connection will say");
         }
-        Message::PeerGone { rank, terminated } if rank < inner.size && rank != inner.rank.0 => {
-            let state = if terminated {
-                RankState::Terminated
-            } else {
-                RankState::Corrupt
-            };
-            tracing::debug!("{from} reports rank {rank} gone ({state:?})");
-            inner.mark_gone(Rank(rank), state);
+        // An orderly end of a rank not connected here (yet): it may have
+        // connected a moment ago, its connection still in its handshake at
+        // the engine with frames it sent before its end. The engine
+        // decides once no handshake is pending.
+        Message::PeerGone {
+            rank,
+            terminated: true,
+        } if rank < inner.size && rank != inner.rank.0 => {
+            tracing::debug!("{from} reports rank {rank} terminated; the engine decides");
+            inner
+                .relayed_ends
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Rank(rank));
+            inner.wake_engine();
+        }
+        Message::PeerGone { rank, .. } if rank < inner.size && rank != inner.rank.0 => {
+            tracing::debug!("{from} reports rank {rank} dead");
+            inner.mark_gone(Rank(rank), RankState::Corrupt);
         }
         Message::PeerGone { rank, .. } => {
             tracing::warn!("{from} reports an impossible rank {rank} gone; ignored")
