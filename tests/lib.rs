@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -876,6 +876,67 @@ impl NetNamespaces {
         } else {
             Err(format!(
                 "tc qdisc netem: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    /// Makes host `i`'s link lossy and slow without netem: every packet
+    /// the host sends is dropped with probability `loss_percent` (an
+    /// nftables rule on `meta random`, in the host's namespace only) and
+    /// the link is shaped to `rate` (`tc qdisc ... tbf`, e.g. `20mbit`:
+    /// queueing delay under load instead of a fixed one). Says why not
+    /// where `nft` or the kernel's nftables is missing.
+    pub fn lossy_without_netem(
+        &self,
+        i: usize,
+        loss_percent: u32,
+        rate: &str,
+    ) -> Result<(), String> {
+        let threshold = (u64::from(loss_percent) * (1u64 << 32) / 100).min(u64::from(u32::MAX));
+        let script = format!(
+            "table inet gaspi_test_loss {{\n  chain out {{\n    type filter hook output priority 0; policy accept;\n    meta random < {threshold} drop\n  }}\n}}\n"
+        );
+        let mut nft = Command::new("ip")
+            .args(["netns", "exec", &self.names[i], "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("nft: {e}"))?;
+        nft.stdin
+            .take()
+            .ok_or("nft: no stdin")?
+            .write_all(script.as_bytes())
+            .map_err(|e| format!("nft: {e}"))?;
+        let out = nft.wait_with_output().map_err(|e| format!("nft: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "nft: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let dev = format!("eth{i}");
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.names[i],
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                &dev,
+            ])
+            .args([
+                "root", "tbf", "rate", rate, "burst", "32kb", "latency", "400ms",
+            ])
+            .output()
+            .map_err(|e| format!("tc: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "tc qdisc tbf: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ))
         }
