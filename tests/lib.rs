@@ -855,6 +855,13 @@ impl NetNamespaces {
     /// e.g. `loss 5% delay 20ms`); says why not where the kernel has no
     /// netem.
     pub fn netem(&self, i: usize, args: &str) -> Result<(), String> {
+        let mut qdisc = vec!["netem"];
+        qdisc.extend(args.split_whitespace());
+        self.root_qdisc(i, &qdisc)
+    }
+
+    /// `tc qdisc add dev ethI root QDISC...` in host `i`'s namespace.
+    fn root_qdisc(&self, i: usize, qdisc: &[&str]) -> Result<(), String> {
         let dev = format!("eth{i}");
         let out = Command::new("ip")
             .args([
@@ -866,16 +873,17 @@ impl NetNamespaces {
                 "add",
                 "dev",
                 &dev,
+                "root",
             ])
-            .args(["root", "netem"])
-            .args(args.split_whitespace())
+            .args(qdisc)
             .output()
             .map_err(|e| format!("tc: {e}"))?;
         if out.status.success() {
             Ok(())
         } else {
             Err(format!(
-                "tc qdisc netem: {}",
+                "tc qdisc {}: {}",
+                qdisc[0],
                 String::from_utf8_lossy(&out.stderr).trim()
             ))
         }
@@ -915,31 +923,10 @@ impl NetNamespaces {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        let dev = format!("eth{i}");
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.names[i],
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                &dev,
-            ])
-            .args([
-                "root", "tbf", "rate", rate, "burst", "32kb", "latency", "400ms",
-            ])
-            .output()
-            .map_err(|e| format!("tc: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "tc qdisc tbf: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        self.root_qdisc(
+            i,
+            &["tbf", "rate", rate, "burst", "32kb", "latency", "400ms"],
+        )
     }
 
     /// `program` run inside host `i`'s namespace.

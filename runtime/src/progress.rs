@@ -403,14 +403,7 @@ impl Engine {
     /// Takes the orderly ends other ranks reported of ranks not connected
     /// here when the news came; decided with those `close` left waiting.
     fn take_relayed_ends(&mut self) {
-        let relayed = std::mem::take(
-            &mut *self
-                .inner
-                .relayed_ends
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        for rank in relayed {
+        for rank in take_all(&self.inner.relayed_ends) {
             if self.inner.peers[rank.0 as usize].control.get().is_some() {
                 tracing::debug!("{rank}: reported terminated; its own connection will say");
             } else if !self.terminating.contains(&rank) {
@@ -449,14 +442,7 @@ impl Engine {
 
     /// Registers the connections this rank's threads made.
     fn take_made_connections(&mut self) {
-        let made = std::mem::take(
-            &mut *self
-                .inner
-                .made_connections
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        for (rank, stream) in made {
+        for (rank, stream) in take_all(&self.inner.made_connections) {
             if let Err(e) = self.add(rank, stream) {
                 tracing::warn!("cannot read the connection to {rank}: {e}");
             }
@@ -610,6 +596,11 @@ impl Engine {
             }
         }
     }
+}
+
+/// Everything `list` holds, taken (what other threads left for the engine).
+fn take_all<T>(list: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(&mut *list.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Who reads a connection: the answers it owes go out at once from the
