@@ -13,12 +13,6 @@ use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::wire::Message;
 use std::sync::Arc;
 
-/// Smallest write over a network transport whose source the transport may
-/// read where it lies until the request completes (at `wait`), instead of
-/// copying what the socket does not take at once: below it, the copy costs
-/// less than keeping the segment.
-const IN_PLACE_MIN: u64 = 64 * 1024;
-
 impl From<&Segment> for SegId {
     fn from(s: &Segment) -> SegId {
         s.id()
@@ -194,9 +188,9 @@ impl Inner {
     }
 
     /// A put to a segment reached over the network: the transport sends
-    /// the bytes (through a host buffer when they are in GPU memory; a
-    /// large write from where it lies, see [`IN_PLACE_MIN`]) and orders
-    /// the notification after them. Requests to other targets
+    /// the bytes (through a host buffer when they are in GPU memory; from
+    /// where they lie when it would rather, `sends_in_place_from`) and
+    /// orders the notification after them. Requests to other targets
     /// on the same queue need no order with it.
     fn put_network(
         &self,
@@ -227,12 +221,12 @@ impl Inner {
         // SAFETY: local_offset + size was checked against the local
         // segment, which the caller's table snapshot keeps alive.
         let src = unsafe { local.data().add(local_offset as usize) };
-        if size < IN_PLACE_MIN {
+        if r.sends_in_place_from().is_none_or(|min| size < min) {
             return r.put_notify(to.offset, src, size as usize, notify, Via::queue(q));
         }
-        // A large write is sent from the segment, which stays mapped (the
-        // Arc) until the socket has taken it: GASPI's caller leaves a
-        // write's source as it is until `wait`.
+        // Sent from the segment, which stays mapped (the Arc) until the
+        // transport is done with it: GASPI's caller leaves a write's
+        // source as it is until `wait`.
         let keep: crate::control::Keep = match self.tables.load().local[local.id.0 as usize].clone()
         {
             // The very segment of the caller's snapshot (not one made since).

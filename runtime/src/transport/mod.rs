@@ -179,6 +179,12 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
             None => Ok(()),
         }
     }
+    /// The smallest write this transport sends from where it lies, given
+    /// what keeps that memory mapped ([`Self::put_notify_in_place`]),
+    /// rather than copied; `None`: it always copies (or stores at once).
+    fn sends_in_place_from(&self) -> Option<u64> {
+        None
+    }
     /// [`Self::put_notify`] of bytes that stay unchanged until the
     /// request completes (GASPI's rule for a write's source: until the
     /// `wait` on its queue), in memory that `keep` keeps mapped: a

@@ -51,6 +51,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+/// Smallest write sent from its source segment (decision 0027).
+const IN_PLACE_MIN: u64 = 64 * 1024;
+
 /// Largest payload of one `Put` or `Data` frame: larger transfers are cut
 /// into pieces of this size (a quarter of the largest frame accepted).
 pub(crate) const PIECE: usize = 4 << 20;
@@ -213,6 +216,12 @@ impl RemoteSegment for TcpSegment {
         via: Via<'_>,
     ) -> Result<()> {
         self.send_put(offset, src, len, notify, via, None)
+    }
+
+    fn sends_in_place_from(&self) -> Option<u64> {
+        // Below it the copy of what the socket does not take at once
+        // costs less than finding what keeps the source mapped.
+        Some(IN_PLACE_MIN)
     }
 
     fn put_notify_in_place(

@@ -348,6 +348,12 @@ impl MemoryRegion {
         // SAFETY: as above.
         unsafe { (*self.mr).addr as u64 }
     }
+
+    /// Bytes registered from [`Self::addr`].
+    pub fn len(&self) -> u64 {
+        // SAFETY: as above.
+        unsafe { (*self.mr).length as u64 }
+    }
 }
 
 impl Drop for MemoryRegion {

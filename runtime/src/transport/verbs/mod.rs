@@ -27,8 +27,10 @@
 //!   notification without the futex wake, so a sleeping waiter naps and
 //!   rescans instead of sleeping 10 ms.
 //! - **Operations.** `write` = RDMA WRITE (inline up to the QP's inline
-//!   size, else from a registered staging copy: the seam's contract lets
-//!   the caller reuse its buffer at once); `notify` = RDMA WRITE of the
+//!   size, else straight from the source segment's registered memory:
+//!   GASPI's caller leaves a write's source unchanged until `wait`,
+//!   decision 0027; a source that is not registered, GPU memory, goes
+//!   through a registered staging copy); `notify` = RDMA WRITE of the
 //!   4-byte value, inline, on the same QP: RC delivers WRITEs of one QP in
 //!   order, so the word lands after the data; `read` = RDMA READ straight
 //!   into the local segment's registered memory; `read_notify` = a 4-byte
@@ -57,8 +59,7 @@
 //! - **Not here yet.** GPU segments are not registered (GPUDirect RDMA):
 //!   their descriptors carry no keys, and [`VerbsTransport::attach`] hands
 //!   them to the TCP transport, so peers reach them through the owner's
-//!   engine. Writes from registered segments are staged rather than
-//!   zero-copy.
+//!   engine.
 
 mod device;
 
@@ -602,6 +603,60 @@ impl RemoteSegment for VerbsSegment {
             at += piece.len();
         }
         Ok(())
+    }
+
+    fn sends_in_place_from(&self) -> Option<u64> {
+        // Anything not inline: a WRITE straight from the registered
+        // segment saves a registration and a copy per write.
+        Some(self.shared.inline_max as u64 + 1)
+    }
+
+    fn put_notify_in_place(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        keep: &crate::control::Keep,
+    ) -> Result<()> {
+        // From where it lies only for a request `wait` completes, out of
+        // a registered segment that holds the whole range; else staged.
+        let seg = match (via.queue, keep.clone().downcast::<LocalSegment>()) {
+            (Some(_), Ok(seg)) => seg,
+            _ => return self.put_notify(offset, src, len, notify, via),
+        };
+        let Some(reg) = &seg.rdma else {
+            return self.put_notify(offset, src, len, notify, via);
+        };
+        let (base, at) = (reg.data.addr(), src as u64);
+        let inside = at >= base
+            && at
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= base + reg.data.len());
+        if !inside {
+            return self.put_notify(offset, src, len, notify, via);
+        }
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(PIECE);
+            let work = Work::Write {
+                addr: at + done as u64,
+                len: n as u32,
+                lkey: Some(reg.data.lkey()),
+                remote: self.keys.data_addr + offset + done as u64,
+                rkey: self.keys.data_rkey,
+            };
+            // The segment stays mapped (and registered) until the NIC is
+            // done with the WRITE.
+            self.shared
+                .post(self.owner, work, via, Then::Hold(seg.clone()))?;
+            done += n;
+        }
+        match notify {
+            Some((id, value)) => self.notify(id, value, via),
+            None => Ok(()),
+        }
     }
 
     fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()> {
