@@ -412,6 +412,15 @@ impl Outbox {
             let left = front.rest().len();
             if n < left {
                 front.advance(n);
+                // Frames appended behind a slow socket grow the chunk at
+                // its end while its front is written: drop the written
+                // part now and then, or it would only ever grow.
+                if let Chunk::Owned { bytes, taken } = front {
+                    if *taken > OUTBOX_MAX {
+                        bytes.drain(..*taken);
+                        *taken = 0;
+                    }
+                }
                 return;
             }
             n -= left;
