@@ -19,9 +19,15 @@
 //!   whatever the outbox holds ([`Urgency::Now`]): the engine must never
 //!   wait on a peer, and those frames are small and bounded by what the
 //!   peer itself asked for.
-//! - Whatever the socket did not take is written by the next sender or by
-//!   the progress engine, which watches the socket for room (edge-triggered
-//!   `EPOLLOUT`, raised only after a write found the socket full).
+//! - Whatever the socket did not take is written by the next sender, by a
+//!   waiter of this rank (`waiter_progress.rs`) or by the progress engine,
+//!   which watches the socket for room (edge-triggered `EPOLLOUT`, raised
+//!   only after a write found the socket full).
+//! - What is held is a queue of chunks: bytes copied in (heads, answers,
+//!   small frames), or a write's data left where it lies, in a segment an
+//!   `Arc` keeps mapped (*lent*: GASPI's caller does not change a write's
+//!   source before `wait`, decision 0027). Up to 8 chunks leave with one
+//!   `sendmsg`.
 //!
 //! A write that fails for good (the peer's end is closed) is reported as
 //! the peer's death only by the progress engine, which reads the same
