@@ -90,6 +90,11 @@ pub(crate) struct ReadState {
     said_goodbye: bool,
     /// A large write whose data is being read straight into its segment.
     direct: Option<tcp::DirectPut>,
+    /// The last frame was such a write: the next is likely one too, so a
+    /// read that starts a frame asks for its head only ([`AFTER_LARGE`]),
+    /// and the data follows straight into the segment instead of through
+    /// the frame buffer.
+    after_large: bool,
     /// Bytes read so far (wrapping): tells a reader whether its turn read
     /// anything.
     pub read: u64,
@@ -616,6 +621,13 @@ pub(crate) enum Reader {
 /// read needs more).
 const CHUNK: usize = 64 * 1024;
 
+/// Bytes a reader asks for when a frame starts right after a large write
+/// (`ReadState::after_large`): a `Put`'s head and a little more, so that
+/// the next large write's data is not read into the frame buffer and then
+/// copied into its segment. H100, two namespaces, same call (4 rounds):
+/// 64 KiB ping-pong 28.1 -> 21.6 us, 1 MiB 275 -> 227 us (medians).
+const AFTER_LARGE: usize = 4096;
+
 /// Reads and handles everything available on `conn` (whose `state` the
 /// caller holds); true when the connection ended, failed or sent
 /// something that is not a frame.
@@ -648,6 +660,7 @@ pub(crate) fn read_available(
                     if let Some(d) = st.direct.take() {
                         d.finish(inner, conn.rank, &mut settles);
                     }
+                    st.after_large = true;
                     answer(settles);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
@@ -663,7 +676,11 @@ pub(crate) fn read_available(
         // still needs (at least a chunk). The buffer only grows (zeroed
         // once) and `filled` says how much of it holds bytes read.
         let have = st.filled;
-        let want = frame_remainder(&st.buf[..have]).max(CHUNK);
+        let want = if have == 0 && st.after_large {
+            AFTER_LARGE
+        } else {
+            frame_remainder(&st.buf[..have]).max(CHUNK)
+        };
         if st.buf.len() < have + want {
             st.buf.resize(have + want, 0);
         }
@@ -685,6 +702,9 @@ pub(crate) fn read_available(
                 let filled = st.filled;
                 st.buf.copy_within(used..filled, 0);
                 st.filled -= used;
+                if used > 0 {
+                    st.after_large = false;
+                }
                 answer(settles);
                 if let Err(e) = taken {
                     tracing::error!("{}: {e}; dropping the connection", conn.rank);
