@@ -26,8 +26,8 @@
 //! - What is held is a queue of chunks: bytes copied in (heads, answers,
 //!   small frames), or a write's data left where it lies, in a segment an
 //!   `Arc` keeps mapped (*lent*: GASPI's caller does not change a write's
-//!   source before `wait`, decision 0027). Up to 8 chunks leave with one
-//!   `sendmsg`.
+//!   source before `wait`, decision 0027). Up to [`IOV_AT_ONCE`] chunks
+//!   leave with one `sendmsg`.
 //!
 //! A write that fails for good (the peer's end is closed) is reported as
 //! the peer's death only by the progress engine, which reads the same
@@ -281,23 +281,42 @@ fn unsent<'a>(parts: &'a [&'a [u8]], sent: usize) -> impl Iterator<Item = &'a [u
     })
 }
 
-/// `sendmsg` of `iov` with `MSG_NOSIGNAL`: a peer that closed its end is
-/// an error (`EPIPE`), not a SIGPIPE that would end a C program linked
-/// against us (Rust programs ignore the signal; C programs do not).
-/// `writev`, which `Write::write_vectored` uses, has no such flag.
-fn send_vectored(stream: &TcpStream, iov: &[libc::iovec]) -> std::io::Result<usize> {
+/// Slices one `sendmsg` takes at most (the rest goes in the next call).
+const IOV_AT_ONCE: usize = 8;
+
+/// `sendmsg` of the first [`IOV_AT_ONCE`] of `slices`, one after the
+/// other, with `MSG_NOSIGNAL`: a peer that closed its end is an error
+/// (`EPIPE`), not a SIGPIPE that would end a C program linked against us
+/// (Rust programs ignore the signal; C programs do not). `writev`, which
+/// `Write::write_vectored` uses, has no such flag.
+fn send_slices<'a>(
+    stream: &TcpStream,
+    slices: impl IntoIterator<Item = &'a [u8]>,
+) -> std::io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; IOV_AT_ONCE];
+    let mut n = 0;
+    for (v, slice) in iov.iter_mut().zip(slices) {
+        *v = libc::iovec {
+            iov_base: slice.as_ptr() as *mut libc::c_void,
+            iov_len: slice.len(),
+        };
+        n += 1;
+    }
     // SAFETY: an all-zero msghdr is valid (no name, no control data).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = iov.len() as _;
-    // SAFETY: `msg` points at `iov`, whose entries point into slices that
-    // live across the call; sendmsg only reads them. The descriptor is
-    // the stream's, open while `stream` is borrowed.
-    let n = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n as _;
+    // SAFETY: `msg` points at the first `n` entries of `iov`, which point
+    // into slices borrowed for the call; sendmsg only reads them. The
+    // descriptor is the stream's, open while `stream` is borrowed.
+    let sent = unsafe { libc::sendmsg(stream.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if sent < 0 {
         Err(std::io::Error::last_os_error())
     } else {
-        Ok(n as usize)
+        Ok(sent as usize)
     }
 }
 
@@ -383,21 +402,7 @@ impl Outbox {
             return Err(kind.into());
         }
         while self.held > 0 {
-            // The first few chunks, in one system call.
-            let mut iov = [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; 8];
-            let mut n = 0;
-            for (v, chunk) in iov.iter_mut().zip(self.chunks.iter()) {
-                let rest = chunk.rest();
-                *v = libc::iovec {
-                    iov_base: rest.as_ptr() as *mut libc::c_void,
-                    iov_len: rest.len(),
-                };
-                n += 1;
-            }
-            match send_vectored(&self.stream, &iov[..n]) {
+            match send_slices(&self.stream, self.chunks.iter().map(Chunk::rest)) {
                 Ok(0) => return self.fail(std::io::ErrorKind::WriteZero),
                 Ok(k) => self.advance(k),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -449,29 +454,7 @@ impl Outbox {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut sent = 0;
         while sent < total {
-            let rests = unsent(parts, sent).map(|rest| libc::iovec {
-                iov_base: rest.as_ptr() as *mut libc::c_void,
-                iov_len: rest.len(),
-            });
-            // On the stack for the usual few parts (owed answers, a
-            // write's head, its data).
-            let mut few = [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; 4];
-            let many: Vec<libc::iovec>;
-            let iov: &[libc::iovec] = if parts.len() <= few.len() {
-                let mut n = 0;
-                for v in rests {
-                    few[n] = v;
-                    n += 1;
-                }
-                &few[..n]
-            } else {
-                many = rests.collect();
-                &many
-            };
-            match send_vectored(&self.stream, iov) {
+            match send_slices(&self.stream, unsent(parts, sent)) {
                 Ok(0) => return self.fail(std::io::ErrorKind::WriteZero).map(|()| sent),
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

@@ -221,19 +221,23 @@ impl Inner {
         // SAFETY: local_offset + size was checked against the local
         // segment, which the caller's table snapshot keeps alive.
         let src = unsafe { local.data().add(local_offset as usize) };
-        if r.sends_in_place_from().is_none_or(|min| size < min) {
-            return r.put_notify(to.offset, src, size as usize, notify, Via::queue(q));
-        }
         // Sent from the segment, which stays mapped (the Arc) until the
-        // transport is done with it: GASPI's caller leaves a write's
-        // source as it is until `wait`.
-        let keep: crate::control::Keep = match self.tables.load().local[local.id.0 as usize].clone()
-        {
-            // The very segment of the caller's snapshot (not one made since).
-            Some(seg) if std::ptr::eq(&*seg, local) => seg,
-            _ => return r.put_notify(to.offset, src, size as usize, notify, Via::queue(q)),
-        };
-        r.put_notify_in_place(to.offset, src, size as usize, notify, Via::queue(q), &keep)
+        // transport is done with it, where the transport would rather:
+        // GASPI's caller leaves a write's source as it is until `wait`.
+        // The segment must be the very one of the caller's snapshot, not
+        // one made since.
+        let keep = r
+            .sends_in_place_from()
+            .filter(|&min| size >= min)
+            .and_then(|_| self.tables.load().local[local.id.0 as usize].clone())
+            .filter(|seg| std::ptr::eq(&**seg, local));
+        match keep {
+            Some(seg) => {
+                let keep: crate::control::Keep = seg;
+                r.put_notify_in_place(to.offset, src, size as usize, notify, Via::queue(q), &keep)
+            }
+            None => r.put_notify(to.offset, src, size as usize, notify, Via::queue(q)),
+        }
     }
 
     /// Sets a checked notification: through the owner's inbox when the
