@@ -512,22 +512,32 @@ struct gaspi_route {
     bool direct;
 };
 
+// Both descriptors are read whole and independently of each other (their
+// addresses come from the kernel argument alone), so the two reads overlap:
+// after an acquire load, which empties this multiprocessor's L1, each read
+// goes to L2, and reading the remote descriptor only once the local one
+// had been checked cost a second L2 round trip per call (issue 26).
 __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                         gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                         gaspi_u64 size, gaspi_u32 id, gaspi_u32 value, gaspi_route* r) {
-    if (value == 0u) return GASPI_DEV_ERR_ARG;
-    const gaspi_segment_desc* l = gaspi_local_segment(ctx, local_seg);
-    if (!l || local_off > l->size || size > l->size - local_off || (size != 0 && l->data == 0)) {
+    if (value == 0u || local_seg >= ctx.nsegments || remote_seg >= ctx.nsegments || rank >= ctx.nranks ||
+        ctx.local == 0 || ctx.remote == 0) {
         return GASPI_DEV_ERR_ARG;
     }
-    const gaspi_segment_desc* d = gaspi_remote_segment(ctx, rank, remote_seg);
-    if (!d || id >= d->notification_count || remote_off > d->size || size > d->size - remote_off) {
+    const gaspi_segment_desc l = reinterpret_cast<const gaspi_segment_desc*>(ctx.local)[local_seg];
+    const gaspi_segment_desc d =
+        reinterpret_cast<const gaspi_segment_desc*>(ctx.remote)[(gaspi_u64)rank * ctx.nsegments + remote_seg];
+    if (l.notification_count == 0 || local_off > l.size || size > l.size - local_off || (size != 0 && l.data == 0)) {
         return GASPI_DEV_ERR_ARG;
     }
-    r->src = reinterpret_cast<const unsigned char*>(l->data) + local_off;
-    r->direct = d->notifications != 0 && (size == 0 || d->data != 0);
-    r->dst = r->direct ? reinterpret_cast<unsigned char*>(d->data) + remote_off : nullptr;
-    r->word = r->direct ? reinterpret_cast<gaspi_u32*>(d->notifications) + id : nullptr;
+    if (d.notification_count == 0 || id >= d.notification_count || remote_off > d.size ||
+        size > d.size - remote_off) {
+        return GASPI_DEV_ERR_ARG;
+    }
+    r->src = reinterpret_cast<const unsigned char*>(l.data) + local_off;
+    r->direct = d.notifications != 0 && (size == 0 || d.data != 0);
+    r->dst = r->direct ? reinterpret_cast<unsigned char*>(d.data) + remote_off : nullptr;
+    r->word = r->direct ? reinterpret_cast<gaspi_u32*>(d.notifications) + id : nullptr;
     return GASPI_DEV_SUCCESS;
 }
 
@@ -538,6 +548,10 @@ __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 l
 // (gaspi-bench gpu-pingpong --device-driven, session 6). The ranges must
 // not overlap (as for memcpy).
 #define GASPI_COPY_BATCH 8u
+// The last, partial batch keeps its loads in flight too (predicated):
+// copied one element after the other, a block of 512 threads took about
+// 1 us longer for 32 KiB (4 elements each) than for 64 KiB (gaspi-bench
+// gpu-pingpong, issue 26).
 template <typename T>
 __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__ s, gaspi_u64 count, gaspi_u32 t,
                                         gaspi_u32 n) {
@@ -549,7 +563,17 @@ __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__
 #pragma unroll
         for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k * (gaspi_u64)n] = v[k];
     }
-    for (; i < count; i += n) d[i] = s[i];
+    if (i < count) {
+        T v[GASPI_COPY_BATCH];
+#pragma unroll
+        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) {
+            if (i + k * (gaspi_u64)n < count) v[k] = s[i + k * (gaspi_u64)n];
+        }
+#pragma unroll
+        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) {
+            if (i + k * (gaspi_u64)n < count) d[i + k * (gaspi_u64)n] = v[k];
+        }
+    }
 }
 
 // Copies size bytes with `n` cooperating threads (this one is number `t`):
@@ -650,9 +674,15 @@ __device__ inline int gaspi_write_notify_warp(const gaspi_device_ctx& ctx, gaspi
 }
 
 // write_notify by a whole block (all threads, same arguments): the threads
-// copy, each fences, the block synchronises, thread 0 stores the
-// notification or posts the request. When it returns the source may be
-// reused (direct path) or must be kept until gaspi_ring_quiet (ring path).
+// copy, the block synchronises, thread 0 fences and stores the
+// notification or posts the request. One fence after the barrier orders
+// every thread's copy before the notification: the barrier orders the
+// other threads' stores before thread 0's fence, and a fence at system
+// scope is cumulative (PTX memory model), the pattern NCCL and NVSHMEM use
+// to publish a block's data. A fence in every thread before the barrier,
+// as before, cost about 1 us per call with 16 warps copying 32 or 64 KiB
+// over NVLink (issue 26). When it returns the source may be reused (direct
+// path) or must be kept until gaspi_ring_quiet (ring path).
 __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                          gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                          gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
@@ -662,9 +692,9 @@ __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 
     if (rc != GASPI_DEV_SUCCESS) return rc;
     const gaspi_u32 t = gaspi_block_thread();
     if (r.direct) gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
-    gaspi_fence_acq_rel();
     __syncthreads();
     if (t == 0u) {
+        gaspi_fence_acq_rel();
         if (r.direct) {
             gaspi_store_after_fence_u32(r.word, value);
             gaspi_write_notify_result = GASPI_DEV_SUCCESS;
