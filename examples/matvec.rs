@@ -95,6 +95,10 @@ struct Args {
     /// rank g mod this).
     #[arg(long, default_value_t = 1)]
     cpu_ranks: u32,
+    /// With --gpus: measure every GPU count this many times, interleaved
+    /// (1, 2, ... N, then again), and report the median.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 /// Where things are in both ranks' segments.
@@ -437,18 +441,7 @@ fn feed(
                 let (refs, bar) = (&refs, &bar);
                 scope.spawn(move || {
                     feed_slot(
-                        gaspi,
-                        seg,
-                        id,
-                        layout,
-                        batch,
-                        nbatches,
-                        until,
-                        slot,
-                        refs,
-                        bar,
-                        Rank(1),
-                        Queue(slot as u32),
+                        gaspi, seg, id, layout, batch, nbatches, until, slot, refs, bar,
                     )
                     .map_err(|e| e.to_string())
                 })
@@ -529,10 +522,9 @@ fn feed_slot(
     slot: usize,
     refs: &[Vec<f32>],
     bar: &Option<indicatif::ProgressBar>,
-    target: Rank,
-    queue: Queue,
 ) -> Res<SlotReport> {
     let (slots, pool) = (layout.slots, refs.len());
+    let queue = Queue(slot as u32);
     let bytes = (batch * VEC_BYTES) as u64;
     let pid = layout.product_id(slot);
     let product = layout.product(slot);
@@ -552,7 +544,7 @@ fn feed_slot(
         gaspi.write_notify(
             id,
             layout.pool(k % pool),
-            target,
+            Rank(1),
             id,
             layout.input(slot),
             bytes,

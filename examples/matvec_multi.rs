@@ -8,11 +8,14 @@
 //! partner only. The GPU rank runs the two-rank job's persistent kernel
 //! (`matvec_serve`) on it, which writes the products straight into the
 //! CPU rank's segment of the same id; the CPU rank runs `--slots` feeder
-//! threads per GPU (`feed_slot`, each checking every product it gets back;
-//! the threads share the rank's 16 queues).
+//! threads per GPU, each with two slots in flight (`feed_two`): while a
+//! thread checks one slot's products the GPU works on its other slot's
+//! batch, so checking (the CPU's share of a batch) no longer idles a
+//! slot. Every product is checked; the threads share the rank's 16 queues.
 //!
 //! The job is measured with the first k GPUs fed, for k = 1, 2, 4, ... and
-//! N, at every batch size: the scaling against k = 1 in the same launch.
+//! N, at every batch size: the scaling against k = 1 in the same launch
+//! (`--repeat R`: the whole sequence R times, interleaved, medians shown).
 //! For each k the GPU ranks also measure their host-to-device copy
 //! bandwidth at the same time (64 MiB copies from pinned memory, back to
 //! back for 0.3 s each), whose sum over 128 bytes per vector is the
@@ -21,8 +24,8 @@
 //! Output: a table (or `--json`: one line per (k, batch) with
 //! `"mode":"gpu-multi"`, and one per k with `"mode":"ceiling-multi"`).
 
-use super::{agree_min, feed_slot, gpu, matrix, matvec, Args, Layout, Res, SlotReport};
-use super::{BATCHES, N, STOP, VEC_BYTES};
+use super::{agree_min, gpu, matrix, matvec, max_rel_err, Args, Layout, Res, SlotReport};
+use super::{BATCHES, MAX_REL_ERR, N, STOP, VEC_BYTES};
 use gaspi::{Config, Gaspi, Group, Memory, Queue, Rank, ReduceOp, SegId, Timeout};
 use std::time::{Duration, Instant};
 
@@ -105,11 +108,17 @@ pub fn run(args: &Args, gpus: u32) -> Res {
         args.batch.clone()
     };
     let max_batch = *batches.iter().max().unwrap_or(&480);
-    // Feeder threads per GPU: the CPU ranks' cores shared among their GPUs,
-    // two left for each GPU rank's inbox and ring threads (one host).
+    // Feeder threads per GPU: the host's cores shared among the GPUs, less
+    // three per GPU rank (its inbox thread, which runs the copies into its
+    // GPU, its ring thread and its main thread) and one: every one of
+    // these threads spins while it waits, so more threads than cores
+    // starve the inbox threads (2 GPUs, 32 cores, 14 slots each: 1.69x
+    // one GPU at batch 7680).
     let cores = std::thread::available_parallelism().map_or(4, |c| c.get());
-    let per_gpu = (cores.saturating_sub(2 * n as usize) / n as usize).clamp(4, 16);
-    let slots = agree_min(&gaspi, args.slots.unwrap_or(per_gpu).clamp(1, 16))?;
+    let per_gpu = (cores.saturating_sub(3 * n as usize + 1) / n as usize).clamp(4, 16);
+    let threads = agree_min(&gaspi, args.slots.unwrap_or(per_gpu).clamp(1, 16))?;
+    // Two slots per feeder thread (the kernel serves at most 32).
+    let slots = 2 * threads;
     let layout = Layout {
         slots,
         slot_bytes: (max_batch * VEC_BYTES) as u64,
@@ -146,7 +155,8 @@ pub fn run(args: &Args, gpus: u32) -> Res {
     let seconds = Duration::from_secs_f64(args.seconds.max(0.0));
     let mut rows = Vec::new();
     let mut ceilings = Vec::new();
-    for k in counts(n) {
+    let plan: Vec<u32> = (0..args.repeat.max(1)).flat_map(|_| counts(n)).collect();
+    for k in plan {
         for &batch in &batches {
             if let (Some(s), Role::Gpu { feeder, .. }) = (&mut server, &role) {
                 s.prepare_for(&gaspi, batch, *feeder)?;
@@ -195,7 +205,7 @@ pub fn run(args: &Args, gpus: u32) -> Res {
         if me == 0 && args.json {
             println!(
                 "{}",
-                serde_json::json!({"mode": "ceiling-multi", "gpus": k, "h2d_gbps": ceiling,
+                serde_json::json!({"mode": "ceiling-multi", "gpus": k, "cpu_ranks": cpus, "h2d_gbps": ceiling,
                     "mvecs_per_s": ceiling * 1e9 / VEC_BYTES as f64 / 1e6, "bytes_per_vector": VEC_BYTES})
             );
         }
@@ -247,31 +257,28 @@ fn feed_gpus(
         }
     }
     let queues = gaspi.queue_num() as usize;
+    let threads = layout.slots / 2;
     let start = Instant::now();
-    let until = Some(start + seconds);
+    let until = start + seconds;
     let results: Vec<Result<SlotReport, String>> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for (i, (g, seg)) in active.iter().enumerate() {
-            for slot in 0..layout.slots {
+            for t in 0..threads {
                 let refs = &refs;
-                let queue = Queue(((i * layout.slots + slot) % queues) as u32);
-                let target = Rank(cpus + g);
+                let feeder = Feeder {
+                    gaspi,
+                    seg,
+                    id: seg_of(*g),
+                    layout,
+                    batch,
+                    refs,
+                    target: Rank(cpus + g),
+                    queue: Queue(((i * threads + t) % queues) as u32),
+                };
                 handles.push(scope.spawn(move || {
-                    feed_slot(
-                        gaspi,
-                        seg,
-                        seg_of(*g),
-                        layout,
-                        batch,
-                        usize::MAX,
-                        until,
-                        slot,
-                        refs,
-                        &None,
-                        target,
-                        queue,
-                    )
-                    .map_err(|e| format!("GPU {g}: {e}"))
+                    feeder
+                        .feed_two([t, t + threads], until)
+                        .map_err(|e| format!("GPU {g}: {e}"))
                 }));
             }
         }
@@ -289,6 +296,110 @@ fn feed_gpus(
         return Ok((0, 0.0, 0.0));
     }
     Ok(((total.sent * batch) as u64, secs, total.max_err))
+}
+
+/// What a feeder thread needs to feed one GPU.
+struct Feeder<'a> {
+    gaspi: &'a Gaspi,
+    seg: &'a gaspi::Segment,
+    id: SegId,
+    layout: Layout,
+    batch: usize,
+    refs: &'a [Vec<f32>],
+    target: Rank,
+    queue: Queue,
+}
+
+impl Feeder<'_> {
+    /// Sends batch `k` (`k % slots == slot`) into `slot`.
+    fn post(&self, slot: usize, k: usize) -> Res {
+        let bytes = (self.batch * VEC_BYTES) as u64;
+        // The queue's earlier copies are complete (their products came
+        // back, or the other slot's input went out while this one was
+        // checked): this settles the queue's books.
+        self.gaspi.wait(self.queue, Timeout::Block)?;
+        self.gaspi.write_notify(
+            self.id,
+            self.layout.pool(k % self.refs.len()),
+            self.target,
+            self.id,
+            self.layout.input(slot),
+            bytes,
+            gaspi::NotifyId(slot as u32),
+            k as u32 + 1,
+            self.queue,
+        )?;
+        Ok(())
+    }
+
+    /// Waits for the products of batch `k` in `slot` and checks them all;
+    /// returns the largest relative error.
+    fn check(&self, slot: usize, k: usize) -> Res<f32> {
+        let pid = self.layout.product_id(slot);
+        self.gaspi
+            .notify_waitsome(self.id, pid, 1, Timeout::Ms(30_000))?;
+        let seq = self.gaspi.notify_reset(self.id, pid)?;
+        if seq != k as u32 + 1 {
+            return Err(format!(
+                "slot {slot}: product of batch {} arrived, expected {k}",
+                seq.wrapping_sub(1)
+            )
+            .into());
+        }
+        let product = self.layout.product(slot) as usize;
+        let len = self.batch * N;
+        if !matches!(self.seg.memory(), Memory::Host) || product + 4 * len > self.seg.size() {
+            return Err("the CPU rank's product slots must lie in its host segment".into());
+        }
+        // SAFETY: the range lies inside this rank's host segment (checked
+        // just above) and is 128-byte aligned in a page-aligned mapping, so
+        // it is valid, aligned f32 memory. Only the GPU rank writes it, and
+        // only after this slot's next input goes out: batch k's products
+        // are complete (notification k + 1, stored after them), and nothing
+        // writes the range until this thread posts into the slot again,
+        // after the slice's last use.
+        let got = unsafe {
+            std::slice::from_raw_parts(self.seg.as_ptr().add(product) as *const f32, len)
+        };
+        let err = max_rel_err(got, &self.refs[k % self.refs.len()]);
+        if err.is_nan() || err > MAX_REL_ERR {
+            return Err(format!("batch {k}: relative error {err:e} above {MAX_REL_ERR:e}").into());
+        }
+        Ok(err)
+    }
+
+    /// Keeps a batch in flight in each of two slots until `until`: checks
+    /// one slot's products and refills it while the GPU works on the
+    /// other's.
+    fn feed_two(&self, slots: [usize; 2], until: Instant) -> Res<SlotReport> {
+        let n = self.layout.slots;
+        let mut r = SlotReport::default();
+        let mut next = slots;
+        for (i, &s) in slots.iter().enumerate() {
+            self.post(s, next[i])?;
+        }
+        // Out of time, nothing more is posted and what is in flight is
+        // collected.
+        let mut pending = [true, true];
+        let mut i = 0;
+        while pending.iter().any(|&p| p) {
+            if pending[i] {
+                let t0 = Instant::now();
+                r.max_err = r.max_err.max(self.check(slots[i], next[i])?);
+                r.sent += 1;
+                let t1 = Instant::now();
+                r.check += t1 - t0;
+                pending[i] = t1 < until;
+                if pending[i] {
+                    next[i] += n;
+                    self.post(slots[i], next[i])?;
+                    r.post += t1.elapsed();
+                }
+            }
+            i ^= 1;
+        }
+        Ok(r)
+    }
 }
 
 /// The host-to-device bandwidth of the first `k` GPUs copying at the same
@@ -324,30 +435,53 @@ fn h2d_for(g: u32, d: Duration) -> Res<f64> {
     Ok((copies * LEN as u64) as f64 / start.elapsed().as_secs_f64() / 1e9)
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 fn print_table(rows: &[Row], ceilings: &[(u32, f64)], cpus: u32, slots: usize) {
-    println!("\nmatvec, GPU-driven, {cpus} CPU rank(s) feeding k GPU ranks, {slots} slots per GPU");
+    println!(
+        "\nmatvec, GPU-driven, {cpus} CPU rank(s) feeding k GPU ranks, {slots} slots per GPU, \
+         two per feeder thread (medians of the repeats)"
+    );
     println!(
         "{:>5} {:>7} {:>12} {:>10} {:>12} {:>14} {:>12}",
         "GPUs", "batch", "M vectors/s", "x 1 GPU", "PCIe ceiling", "of ceiling", "max rel err"
     );
-    for r in rows {
-        let one = rows
+    let mvps = |k: u32, batch: usize| {
+        median(
+            rows.iter()
+                .filter(|r| r.gpus == k && r.batch == batch)
+                .map(|r| r.mvps)
+                .collect(),
+        )
+    };
+    let mut keys: Vec<(u32, usize)> = rows.iter().map(|r| (r.gpus, r.batch)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for (k, batch) in keys {
+        let m = mvps(k, batch);
+        let ceiling = median(
+            ceilings
+                .iter()
+                .filter(|c| c.0 == k)
+                .map(|c| c.1 * 1e9 / VEC_BYTES as f64 / 1e6)
+                .collect(),
+        );
+        let err = rows
             .iter()
-            .find(|o| o.gpus == 1 && o.batch == r.batch)
-            .map_or(f64::NAN, |o| o.mvps);
-        let ceiling = ceilings
-            .iter()
-            .find(|c| c.0 == r.gpus)
-            .map_or(f64::NAN, |c| c.1 * 1e9 / VEC_BYTES as f64 / 1e6);
+            .filter(|r| r.gpus == k && r.batch == batch)
+            .map(|r| r.max_err)
+            .fold(0.0f32, f32::max);
         println!(
-            "{:>5} {:>7} {:>12.1} {:>10.2} {:>12.0} {:>13.0}% {:>12.2e}",
-            r.gpus,
-            r.batch,
-            r.mvps,
-            r.mvps / one,
-            ceiling,
-            100.0 * r.mvps / ceiling,
-            r.max_err
+            "{k:>5} {batch:>7} {m:>12.1} {:>10.2} {ceiling:>12.0} {:>13.0}% {err:>12.2e}",
+            m / mvps(1, batch),
+            100.0 * m / ceiling,
         );
     }
     let checked: u64 = rows.iter().map(|r| r.checked).sum();
