@@ -76,8 +76,10 @@ if [ "$ngpus" -ge 2 ]; then
     for run in $(seq "${RUNS:-1}"); do
         CUDA_VISIBLE_DEVICES=0,1 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven --sizes $PP_SIZES
         CUDA_VISIBLE_DEVICES=0,1 bench gpu-bw
-        if [ -d ./peers ]; then
+        # Once NVSHMEM failed (no build, a PE stuck), it is not tried again.
+        if [ -d ./peers ] && [ "${nvshmem_failed:-0}" = 0 ]; then
             bash ./peers/nvshmem-run.sh ./peers "${NVSHMEM_BUILD:-/tmp/gaspi-nvshmem}" | tee -a "$all_json"
+            [ "${PIPESTATUS[0]}" -eq 0 ] || nvshmem_failed=1
         fi
     done
 fi
@@ -87,10 +89,13 @@ if [ -x ./matvec ]; then
     # Every GPU of the host fed by one CPU rank, from one GPU up.
     if [ "$ngpus" -ge 1 ]; then
         for run in $(seq "${RUNS:-1}"); do
-            out=$(timeout 300 ./matvec --json --gpus 0 --batch 480,7680,15360 2>&1)
-            rc=$?
-            grep -E '^\{' <<<"$out" | tee -a "$all_json"
-            [ "$rc" -eq 0 ] || { echo "{\"bench\":\"matvec --gpus\",\"note\":\"failed (rc $rc)\"}"; grep -v '^{' <<<"$out" | tail -5; }
+            # One CPU rank feeding every GPU, then (the option) one CPU rank per GPU.
+            for cpus in 1 $([ "$ngpus" -ge 2 ] && echo "$ngpus"); do
+                out=$(timeout 300 ./matvec --json --gpus 0 --cpu-ranks "$cpus" --repeat "${MATVEC_REPEAT:-3}" --seconds 1 --batch 480,7680,15360 2>&1)
+                rc=$?
+                grep -E '^\{' <<<"$out" | tee -a "$all_json"
+                [ "$rc" -eq 0 ] || { echo "{\"bench\":\"matvec --gpus 0 --cpu-ranks $cpus\",\"note\":\"failed (rc $rc)\"}"; grep -v '^{' <<<"$out" | tail -5; }
+            done
         done
     fi
 fi

@@ -155,17 +155,25 @@ def bw_table(recs):
 
 
 def scaling_table(recs):
+    out = []
+    for cpus in sorted({r.get("cpu_ranks", 1) for r in recs if r.get("mode") == "gpu-multi"}):
+        out += scaling_table_for(recs, cpus)
+    return out
+
+
+def scaling_table_for(recs, cpus):
     rows, ceil = Runs(), Runs()
     keys = set()
     for r in recs:
-        if r.get("mode") == "gpu-multi":
+        if r.get("mode") == "gpu-multi" and r.get("cpu_ranks", 1) == cpus:
             rows.add((r["gpus"], r["batch"]), r, "mvecs_per_s")
             keys.add((r["gpus"], r["batch"]))
-        elif r.get("mode") == "ceiling-multi":
+        elif r.get("mode") == "ceiling-multi" and r.get("cpu_ranks", 1) == cpus:
             ceil.add(r["gpus"], r, "mvecs_per_s")
     if not keys:
         return []
-    out = ["", "matvec, GPU-driven, one CPU rank feeding k GPU ranks: M vectors/s, every product checked",
+    out = ["", f"matvec, GPU-driven, {cpus} CPU rank(s) feeding k GPU ranks: M vectors/s, "
+           "every product checked (median [lowest-highest] of the launches and repeats)",
            "| batch | GPUs | M vectors/s | x one GPU | k-GPU PCIe ceiling | of ceiling |",
            "|---|---|---|---|---|---|"]
     verdicts = []
@@ -178,7 +186,8 @@ def scaling_table(recs):
             of = m / c if c else None
             out.append("| {} | {} | {} | {} | {} | {} |".format(
                 batch, k, rows.show((k, batch), "mvecs_per_s", "{:.1f}"),
-                f"{x:.2f}" if x else "-", f"{c:.0f}" if c else "-", f"{100 * of:.0f}%" if of else "-"))
+                f"{x:.2f}" if x else "-", ceil.show(k, "mvecs_per_s", "{:.0f}"),
+                f"{100 * of:.0f}%" if of else "-"))
             want = {2: 1.9, 4: 3.6}.get(k)
             if want and batch in (7680, 15360) and x is not None:
                 ok = x >= want or (of is not None and of >= 0.8)
