@@ -340,7 +340,10 @@ fn directions(
     if placed != expect {
         return Err(format!("rank {me}: notifications {placed}, expected {expect}").into());
     }
-    let sizes = [1u64, 8, 4096, 65_539, (4 << 20) + 5];
+    // Round 6 (write + notify, two writes of 1 MiB): between GPUs the
+    // second copy takes the queue's second stream (Config::gpu_alternate_min),
+    // which the notification must wait for.
+    let sizes = [1u64, 8, 4096, 65_539, (4 << 20) + 5, (2 << 20) + 3];
     let mut checked = 0u64;
     for (round, &size) in sizes.iter().enumerate() {
         let round = round as u32 + 1;
@@ -363,7 +366,12 @@ fn directions(
                         Q,
                     )?;
                 } else {
-                    g.write(SEG, off, peer, SEG, MAX + off, size, Q)?;
+                    // In two writes, then the notification.
+                    let half = size / 2;
+                    if half > 0 {
+                        g.write(SEG, off, peer, SEG, MAX + off, half, Q)?;
+                    }
+                    g.write(SEG, off + half, peer, SEG, MAX + off + half, size - half, Q)?;
                     g.notify(peer, SEG, NotifyId(round), round, Q)?;
                 }
                 g.wait(Q, WAIT)?;
