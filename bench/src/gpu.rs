@@ -622,12 +622,7 @@ pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>>
         if me == 0 {
             let gbps = |us: f64| size as f64 / us / 1e3;
             let mut r = Record::new("gpu-bw", 2).with_samples(&ours);
-            let alternate = g.config().gpu_alternate_min;
-            r.transport = Some(if alternate > 0 && size >= alternate {
-                "cuda-ipc two streams".into()
-            } else {
-                "cuda-ipc".into()
-            });
+            r.transport = Some("cuda-ipc".into());
             r.size = Some(size);
             r.iters = Some(iters as u64 * window as u64);
             r.gbps = Some(gbps(ours.median()));
