@@ -11,8 +11,6 @@ use std::time::Duration;
 
 /// Spin budget of waiters when every rank of the host has a core of its own.
 pub const LONG_SPIN: Duration = Duration::from_millis(2);
-/// Default of [`Config::gpu_alternate_min`]: 512 KiB.
-pub const DEFAULT_GPU_ALTERNATE_MIN: u64 = 512 << 10;
 /// Spin budget of waiters on an oversubscribed host.
 pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 
@@ -98,11 +96,6 @@ pub struct Config {
     /// Where the notification words of this rank's GPU segments live
     /// (`GASPI_GPU_NOTIFICATIONS=host-mapped|device|gdrcopy`).
     pub gpu_notifications: NotificationPlacement,
-    /// Copies of at least this many bytes that a queue's stream makes
-    /// between GPU memories take turns with a second stream of the queue,
-    /// so that two copy engines work at once (decision 0038); 0: one stream
-    /// (`GASPI_GPU_ALTERNATE_MIN`, bytes).
-    pub gpu_alternate_min: u64,
     /// Writes of at least this many bytes into a same-host rank's host
     /// segment are copied by the writer and, while it waits (spins) for
     /// a notification or in a barrier, by the target too (a
@@ -265,7 +258,6 @@ impl Default for Config {
             pin_host_segments: true,
             gpu_owner_copies: true,
             gpu_notifications: NotificationPlacement::HostMapped,
-            gpu_alternate_min: DEFAULT_GPU_ALTERNATE_MIN,
             copy_assist_min: None,
             transport: TransportChoice::Auto,
             net_device: None,
@@ -338,9 +330,6 @@ impl Config {
         }
         if let Ok(v) = std::env::var("GASPI_GPU_NOTIFICATIONS") {
             c.gpu_notifications = v.parse()?;
-        }
-        if let Some(v) = env_u64("GASPI_GPU_ALTERNATE_MIN")? {
-            c.gpu_alternate_min = v;
         }
         if let Some(v) = env_u64("GASPI_COPY_ASSIST_MIN")? {
             c.copy_assist_min = Some(v);

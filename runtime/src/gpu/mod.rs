@@ -50,14 +50,6 @@ pub(crate) struct QueueStream {
     /// for it, see `owner_copy`).
     pub index: u32,
     stream: OnceLock<GpuStream>,
-    /// The second stream of large copies between GPU memories (made on
-    /// first use; `Config::gpu_alternate_min`): every other one goes here.
-    side: OnceLock<GpuStream>,
-    /// Large copies posted so far (odd ones take `side`).
-    large: std::sync::atomic::AtomicU64,
-    /// Whether `side` holds copies that `stream` has not yet been made to
-    /// wait for (a notification must follow them).
-    side_pending: AtomicBool,
     /// A word of GPU memory on the home device through which the stream
     /// relays notifications into a peer GPU's memory (see `stream_notify`);
     /// locked while a relay's two operations are enqueued.
@@ -134,48 +126,13 @@ impl Inner {
     }
 
     fn queue_stream<'q>(&self, qs: &'q QueueStream) -> Result<&'q GpuStream> {
-        self.stream_in(&qs.stream)
-    }
-
-    fn stream_in<'q>(&self, cell: &'q OnceLock<GpuStream>) -> Result<&'q GpuStream> {
-        if let Some(s) = cell.get() {
+        if let Some(s) = qs.stream.get() {
             return Ok(s);
         }
         let s = GpuStream::new(self.home_device())?;
         // Two threads may race to create it: one wins, the other's is dropped.
-        let _ = cell.set(s);
-        Ok(cell.get().expect("set just above"))
-    }
-
-    /// The stream a copy of `len` bytes between GPU memories goes on: the
-    /// queue's, or for every other large one (`Config::gpu_alternate_min`)
-    /// the queue's second stream. Copies of one stream run one after the
-    /// other on one copy engine, with a gap between them (H100, NVLink,
-    /// windows of 8: 1 MiB copies at 192 GB/s, NVSHMEM's SM-driven puts
-    /// 272 GB/s, issue 26); two streams keep two engines busy.
-    fn copy_stream<'q>(&self, qs: &'q QueueStream, len: usize) -> Result<&'q GpuStream> {
-        let min = self.config.gpu_alternate_min;
-        if min == 0
-            || (len as u64) < min
-            || qs.large.fetch_add(1, Ordering::Relaxed).is_multiple_of(2)
-        {
-            return self.queue_stream(qs);
-        }
-        let side = self.stream_in(&qs.side)?;
-        qs.side_pending.store(true, Ordering::Relaxed);
-        Ok(side)
-    }
-
-    /// Makes the queue's stream wait for what its second stream holds, so
-    /// that what is enqueued next (a notification) comes after it.
-    fn join_side(&self, qs: &QueueStream, stream: &GpuStream) -> Result<()> {
-        if qs.side_pending.load(Ordering::Relaxed) && qs.side_pending.swap(false, Ordering::Relaxed)
-        {
-            if let Some(side) = qs.side.get() {
-                gpu::join(stream, side)?;
-            }
-        }
-        Ok(())
+        let _ = qs.stream.set(s);
+        Ok(qs.stream.get().expect("set just above"))
     }
 
     /// `write` / `write_notify` through the GPU path. Arguments are checked.
@@ -206,15 +163,8 @@ impl Inner {
             // first by the API's contract, as for any posted GASPI request.
             Some(dst) => {
                 let dst = remote_address(dst, remote_offset)?;
-                // A write_notify's own data stays on the queue's stream,
-                // where its notification follows.
-                let on = if notify.is_none() {
-                    self.copy_stream(qs, len)?
-                } else {
-                    stream
-                };
                 // SAFETY: as just said.
-                unsafe { gpu::copy_unified(on, dst, src, len)? }
+                unsafe { gpu::copy_unified(stream, dst, src, len)? }
             }
             None => {
                 let mut bounce = vec![0u8; len];
@@ -266,9 +216,6 @@ impl Inner {
         id: u32,
         value: u32,
     ) -> Result<()> {
-        // After every earlier write of the queue, also those on its
-        // second stream.
-        self.join_side(qs, stream)?;
         let word = view.notifications + 4 * id as u64;
         if !view.words_in_peer_gpu {
             // SAFETY: the id was checked against the area, which stays
@@ -346,10 +293,6 @@ impl Inner {
         if qs.pending.load(Ordering::Relaxed) && qs.pending.swap(false, Ordering::Relaxed) {
             if let Some(stream) = qs.stream.get() {
                 gpu::synchronize(stream)?;
-            }
-            if let Some(side) = qs.side.get() {
-                qs.side_pending.store(false, Ordering::Relaxed);
-                gpu::synchronize(side)?;
             }
         }
         Ok(())

@@ -172,15 +172,6 @@ pub unsafe fn copy_unified_blocking(
     synchronize(stream)
 }
 
-/// Makes `stream` wait, before the work enqueued on it next, until the
-/// work enqueued on `other` so far has run (an event recorded on `other`).
-pub fn join(stream: &GpuStream, other: &GpuStream) -> Result<(), GpuError> {
-    stream
-        .stream
-        .join(&other.stream)
-        .map_err(GpuError::cuda("cuStreamWaitEvent"))
-}
-
 /// Enqueues a 4-byte write of `value` to `dst` that happens after all work
 /// enqueued on the stream before it, with a memory fence in between: the
 /// notification store of a stream-ordered `write_notify`.
