@@ -470,9 +470,10 @@ pub fn gpu_pingpong(
         let module =
             gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
         let kernel = gaspi::kernels::function(&module, "gaspi_gpu_pingpong")?;
+        let alone = gaspi::kernels::function(&module, "gaspi_gpu_pingpong_thread")?;
         let stream = cuda.new_stream()?;
         let times = PinnedHostMemory::alloc(device, base_rounds as usize * 8)?;
-        Some((dctx, kernel, stream, times))
+        Some((dctx, [kernel, alone], stream, times))
     } else {
         None
     };
@@ -511,9 +512,11 @@ pub fn gpu_pingpong(
         g.barrier(Group::ALL, Timeout::Block)?;
         let mut results = vec![("host-driven", host, String::new())];
         for (what, style, up_to) in PINGPONG_STYLES {
-            let Some((dctx, kernel, stream, times)) = &kernel_side else {
+            let Some((dctx, kernels, stream, times)) = &kernel_side else {
                 break;
             };
+            // Style 1 has a kernel of its own (see echo.cu).
+            let kernel = &kernels[usize::from(style == 1)];
             if size > up_to {
                 continue;
             }
@@ -622,7 +625,16 @@ pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>>
         if me == 0 {
             let gbps = |us: f64| size as f64 / us / 1e3;
             let mut r = Record::new("gpu-bw", 2).with_samples(&ours);
-            r.transport = Some("cuda-ipc".into());
+            // GASPI_GPU_COPY_KERNEL_MAX: from 256 KiB up to it a kernel copies.
+            let by_kernel = (256 << 10..=g.config().gpu_copy_kernel_max).contains(&size);
+            r.transport = Some(
+                if by_kernel {
+                    "cuda-ipc copy-kernel"
+                } else {
+                    "cuda-ipc"
+                }
+                .into(),
+            );
             r.size = Some(size);
             r.iters = Some(iters as u64 * window as u64);
             r.gbps = Some(gbps(ours.median()));

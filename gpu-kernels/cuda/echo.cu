@@ -316,10 +316,14 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
 //      (NVSHMEM's thread-level putmem_signal + signal_wait_until);
 //   2: as 0, but waiting with gaspi_notify_wait_above and no reset
 //      (NVSHMEM's warp/block-level putmem_signal + signal_wait_until).
-extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
-                                              unsigned long long size, unsigned long long send_off,
-                                              unsigned int rounds, unsigned int initiator,
-                                              unsigned long long* times, unsigned int style) {
+// Style 1 is a kernel of its own (gaspi_gpu_pingpong_thread, same
+// parameters): gaspi_write_notify_thread keeps 16 loads in flight, whose
+// registers would push this kernel past the 128 a block of 512 threads may
+// have each.
+extern "C" __global__ void gaspi_gpu_pingpong_thread(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                                                     unsigned long long size, unsigned long long send_off,
+                                                     unsigned int rounds, unsigned int initiator,
+                                                     unsigned long long* times, unsigned int style) {
     const gaspi_u32 wait_id = initiator ? 1u : 0u;
     const gaspi_u32 send_id = initiator ? 0u : 1u;
     if (style == 1u) {
@@ -335,8 +339,15 @@ extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int
                 return;
             }
         }
-        return;
     }
+}
+
+extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                                              unsigned long long size, unsigned long long send_off,
+                                              unsigned int rounds, unsigned int initiator,
+                                              unsigned long long* times, unsigned int style) {
+    const gaspi_u32 wait_id = initiator ? 1u : 0u;
+    const gaspi_u32 send_id = initiator ? 0u : 1u;
     const bool block = blockDim.x > 32;
     if (!block && threadIdx.x >= 32) return;
     const bool waiter = threadIdx.x < 32;

@@ -259,6 +259,23 @@ __device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_segment(const 
     return d->notification_count == 0 ? nullptr : d;
 }
 
+// A whole descriptor, read through the read-only data cache: the tables
+// are a snapshot the runtime writes before the launch and never during it
+// (DeviceContext), which is what ld.global.nc needs. A sender reads them
+// right after a wait, whose acquire loads emptied the L1 (issue 26).
+__device__ __forceinline__ gaspi_segment_desc gaspi_desc_load(const gaspi_segment_desc* p) {
+    const ulonglong2* q = reinterpret_cast<const ulonglong2*>(p);
+    const ulonglong2 a = __ldg(q);
+    const ulonglong2 b = __ldg(q + 1);
+    gaspi_segment_desc d;
+    d.data = a.x;
+    d.size = a.y;
+    d.notifications = b.x;
+    d.notification_count = (gaspi_u32)b.y;
+    d.flags = (gaspi_u32)(b.y >> 32);
+    return d;
+}
+
 // Address of byte `offset` of local segment `seg` (null if out of range).
 __device__ __forceinline__ unsigned char* gaspi_segment_ptr(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u64 offset) {
     const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
@@ -513,10 +530,9 @@ struct gaspi_route {
 };
 
 // Both descriptors are read whole and independently of each other (their
-// addresses come from the kernel argument alone), so the two reads overlap:
-// after an acquire load, which empties this multiprocessor's L1, each read
-// goes to L2, and reading the remote descriptor only once the local one
-// had been checked cost a second L2 round trip per call (issue 26).
+// addresses come from the kernel argument alone), so the two reads overlap
+// (gaspi_desc_load): reading the remote descriptor only once the local one
+// had been checked cost a second round trip to L2 per call (issue 26).
 __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                         gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                         gaspi_u64 size, gaspi_u32 id, gaspi_u32 value, gaspi_route* r) {
@@ -524,9 +540,9 @@ __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 l
         ctx.local == 0 || ctx.remote == 0) {
         return GASPI_DEV_ERR_ARG;
     }
-    const gaspi_segment_desc l = reinterpret_cast<const gaspi_segment_desc*>(ctx.local)[local_seg];
-    const gaspi_segment_desc d =
-        reinterpret_cast<const gaspi_segment_desc*>(ctx.remote)[(gaspi_u64)rank * ctx.nsegments + remote_seg];
+    const gaspi_segment_desc l = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.local) + local_seg);
+    const gaspi_segment_desc d = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.remote) +
+                                                 (gaspi_u64)rank * ctx.nsegments + remote_seg);
     if (l.notification_count == 0 || local_off > l.size || size > l.size - local_off || (size != 0 && l.data == 0)) {
         return GASPI_DEV_ERR_ARG;
     }
@@ -548,22 +564,14 @@ __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 l
 // (gaspi-bench gpu-pingpong --device-driven, session 6). The ranges must
 // not overlap (as for memcpy).
 #define GASPI_COPY_BATCH 8u
-// The last, partial batch keeps its loads in flight too (predicated):
-// copied one element after the other, a block of 512 threads took about
-// 1 us longer for 32 KiB (4 elements each) than for 64 KiB (gaspi-bench
-// gpu-pingpong, issue 26).
+// Every batch is predicated, so a partial one keeps its loads in flight
+// too: copied one element after the other, a block of 512 threads took
+// about 1 us longer for 32 KiB (4 elements each) than for 64 KiB
+// (gaspi-bench gpu-pingpong, issue 26).
 template <typename T>
 __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__ s, gaspi_u64 count, gaspi_u32 t,
                                         gaspi_u32 n) {
-    gaspi_u64 i = t;
-    for (; i + (GASPI_COPY_BATCH - 1u) * (gaspi_u64)n < count; i += GASPI_COPY_BATCH * (gaspi_u64)n) {
-        T v[GASPI_COPY_BATCH];
-#pragma unroll
-        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) v[k] = s[i + k * (gaspi_u64)n];
-#pragma unroll
-        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k * (gaspi_u64)n] = v[k];
-    }
-    if (i < count) {
+    for (gaspi_u64 i = t; i < count; i += GASPI_COPY_BATCH * (gaspi_u64)n) {
         T v[GASPI_COPY_BATCH];
 #pragma unroll
         for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) {
@@ -574,6 +582,39 @@ __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__
             if (i + k * (gaspi_u64)n < count) d[i + k * (gaspi_u64)n] = v[k];
         }
     }
+}
+
+// gaspi_copy_elems for one thread alone: the next batch's loads are issued
+// before this batch's stores, so up to 16 loads are in flight rather than
+// 8 and then none (one thread copies 4 KiB in 32 batches). Costs twice the
+// registers of a batch (16 x 16 bytes), hence only here: a kernel that also
+// copies with a block of 512 threads must stay within 128 registers.
+template <typename T>
+__device__ inline void gaspi_copy_elems_alone(T* __restrict__ d, const T* __restrict__ s, gaspi_u64 count) {
+    gaspi_u64 i = 0;
+    if (GASPI_COPY_BATCH <= count) {
+        T v[GASPI_COPY_BATCH];
+#pragma unroll
+        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) v[k] = s[k];
+        for (;;) {
+            const gaspi_u64 j = i + GASPI_COPY_BATCH;
+            if (j + GASPI_COPY_BATCH > count) {
+#pragma unroll
+                for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k] = v[k];
+                i = j;
+                break;
+            }
+            T w[GASPI_COPY_BATCH];
+#pragma unroll
+            for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) w[k] = s[j + k];
+#pragma unroll
+            for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k] = v[k];
+#pragma unroll
+            for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) v[k] = w[k];
+            i = j;
+        }
+    }
+    gaspi_copy_elems(d + i, s + i, count - i, 0u, 1u);
 }
 
 // Copies size bytes with `n` cooperating threads (this one is number `t`):
@@ -589,6 +630,20 @@ __device__ inline void gaspi_copy(unsigned char* dst, const unsigned char* src, 
         done = size / 4 * 4;
     }
     for (gaspi_u64 i = done + t; i < size; i += n) dst[i] = src[i];
+}
+
+// gaspi_copy by one thread alone (gaspi_copy_elems_alone).
+__device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char* src, gaspi_u64 size) {
+    const gaspi_u64 a = reinterpret_cast<gaspi_u64>(dst) | reinterpret_cast<gaspi_u64>(src);
+    gaspi_u64 done = 0;
+    if ((a & 15u) == 0) {
+        gaspi_copy_elems_alone(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), size / 16);
+        done = size / 16 * 16;
+    } else if ((a & 3u) == 0) {
+        gaspi_copy_elems_alone(reinterpret_cast<gaspi_u32*>(dst), reinterpret_cast<const gaspi_u32*>(src), size / 4);
+        done = size / 4 * 4;
+    }
+    for (gaspi_u64 i = done; i < size; ++i) dst[i] = src[i];
 }
 
 // Sets notification `id` of segment `seg` on `rank` to `value` (non-zero),
@@ -642,7 +697,7 @@ __device__ inline int gaspi_write_notify_thread(const gaspi_device_ctx& ctx, gas
     const int rc = gaspi_route_write(ctx, local_seg, local_off, rank, remote_seg, remote_off, size, id, value, &r);
     if (rc != GASPI_DEV_SUCCESS) return rc;
     if (r.direct) {
-        gaspi_copy(r.dst, r.src, size, 0u, 1u);
+        gaspi_copy_alone(r.dst, r.src, size);
         gaspi_fence_acq_rel();
         gaspi_store_after_fence_u32(r.word, value);
         return GASPI_DEV_SUCCESS;
