@@ -117,13 +117,13 @@ def pingpong_table(recs):
 
 
 def bw_table(recs):
-    ours, theirs = Runs(), Runs()
+    ours, kern, theirs = Runs(), Runs(), Runs()
     ref = {}
     sizes = set()
     for r in recs:
         s = r.get("size")
         if r.get("bench") == "gpu-bw" and r.get("gbps") is not None:
-            ours.add(s, r, "gbps")
+            (kern if "copy-kernel" in r.get("transport", "") else ours).add(s, r, "gbps")
             ref.setdefault(s, []).append(r.get("ref_gbps"))
             sizes.add(s)
         elif r.get("bench") == "nvshmem-bw" and r.get("gbps") is not None:
@@ -133,23 +133,27 @@ def bw_table(recs):
         return []
     out = ["", "GPU -> GPU write bandwidth, GB/s (median of windows; several launches: "
            "median [lowest-highest])",
-           "| size | ours: write window + wait | NVSHMEM: putmem_nbi window + quiet | ours / NVSHMEM | "
-           "cuMemcpyPeerAsync |",
-           "|---|---|---|---|---|"]
-    met, checked = True, 0
+           "| size | ours: write window + wait | ours, copy kernel (GASPI_GPU_COPY_KERNEL_MAX) | "
+           "NVSHMEM: putmem_nbi window + quiet | ours / NVSHMEM | best ours / NVSHMEM | cuMemcpyPeerAsync |",
+           "|---|---|---|---|---|---|---|"]
+    met, met_best, checked = True, True, 0
     for s in sorted(sizes):
-        o, t = ours.median(s, "gbps"), theirs.median(s, "gbps")
+        o, k, t = ours.median(s, "gbps"), kern.median(s, "gbps"), theirs.median(s, "gbps")
         ratio = o / t if o and t else None
+        best = max(x for x in (o, k) if x) / t if t and (o or k) else None
         if s >= 1 << 20 and ratio is not None:
             checked += 1
             met &= ratio >= 0.95
+            met_best &= best >= 0.95
         refs = [x for x in ref.get(s, []) if x is not None]
-        out.append("| {} | {} | {} | {} | {} |".format(
-            size_name(s), ours.show(s, "gbps", "{:.1f}"), theirs.show(s, "gbps", "{:.1f}"),
-            f"**{ratio:.2f}**" if ratio else "-",
+        out.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+            size_name(s), ours.show(s, "gbps", "{:.1f}"), kern.show(s, "gbps", "{:.1f}"),
+            theirs.show(s, "gbps", "{:.1f}"), f"**{ratio:.2f}**" if ratio else "-",
+            f"{best:.2f}" if best else "-",
             f"{statistics.median(refs):.1f}" if refs else "-"))
     if checked:
-        out.append(f"Goal (ours >= 0.95 of NVSHMEM from 1 MiB up): {'met' if met else 'NOT met'} "
+        out.append(f"Goal (ours >= 0.95 of NVSHMEM from 1 MiB up): default {'met' if met else 'NOT met'}, "
+                   f"with the copy kernel where it helps {'met' if met_best else 'NOT met'} "
                    f"({checked} sizes compared)")
     return out
 

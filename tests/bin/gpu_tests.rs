@@ -340,14 +340,25 @@ fn directions(
     if placed != expect {
         return Err(format!("rank {me}: notifications {placed}, expected {expect}").into());
     }
-    // Round 6 (write + notify, two writes of 1 MiB): between GPUs the
-    // second copy takes the queue's second stream (Config::gpu_alternate_min),
-    // which the notification must wait for.
-    let sizes = [1u64, 8, 4096, 65_539, (4 << 20) + 5, (2 << 20) + 3];
+    // Round 6: two writes of 1 MiB, then the notification, which must not
+    // overtake either. Rounds 7 and 8 the same sizes 16-byte aligned (at
+    // offset 0), as a copy kernel takes them between GPUs where
+    // GASPI_GPU_COPY_KERNEL_MAX allows (gpu/copy_kernel.rs).
+    let sizes = [
+        1u64,
+        8,
+        4096,
+        65_539,
+        (4 << 20) + 5,
+        (2 << 20) + 3,
+        1 << 20,
+        2 << 20,
+    ];
     let mut checked = 0u64;
     for (round, &size) in sizes.iter().enumerate() {
         let round = round as u32 + 1;
-        let off = 3 * round as u64; // odd offsets too
+        // Odd offsets too; the aligned rounds at 0.
+        let off = if round >= 7 { 0 } else { 3 * round as u64 };
         for sender in 0..2u32 {
             let seed = (round as u64) << 8 | sender as u64;
             if me == sender {
