@@ -32,7 +32,8 @@ export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAS
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | paste -sd';') gpus=$ngpus cores=$(nproc)"
 [ "$ngpus" -ge 2 ] && nvidia-smi topo -m 2>/dev/null | head -$((ngpus + 1)) | sed 's/^/# /'
-tests=$(mktemp)
+# TESTS_LOG: where the test output also goes as it comes (it is printed last).
+tests=${TESTS_LOG:-$(mktemp)}
 all_json=$(mktemp)
 tests_rc=0
 # The GPU tests with every GPU, then on one GPU and on two where there are more.
@@ -117,6 +118,7 @@ grep '^GPU_TESTS' "$tests"
 # The sum over the test runs.
 grep '^GPU_TESTS' "$tests" | awk '{for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[2] ~ /^[0-9]+$/) n[kv[1]] += kv[2] } }
     END { printf "GPU_TESTS passed=%d failed=%d skipped=%d\n", n["passed"], n["failed"], n["skipped"] }'
-rm -f "$tests" "$all_json"
+[ -z "${TESTS_LOG:-}" ] && rm -f "$tests"
+rm -f "$all_json"
 [ "$tests_rc" -ne 0 ] && exit $tests_rc
 exit $capi_rc
