@@ -40,13 +40,8 @@ tests_rc=0
 test_sets=("")
 [ "$ngpus" -ge 2 ] && test_sets+=("0")
 [ "$ngpus" -ge 3 ] && test_sets+=("0,1")
-# Writes between GPUs copied by a kernel (the opt-in GASPI_GPU_COPY_KERNEL_MAX).
-[ "$ngpus" -ge 2 ] && test_sets+=("copy-kernel")
 for set in "${test_sets[@]}"; do
-    if [ "$set" = copy-kernel ]; then
-        echo "GPU_TEST_SET all $ngpus GPUs, GASPI_GPU_COPY_KERNEL_MAX=8388608" >>"$tests"
-        out=$(GASPI_GPU_COPY_KERNEL_MAX=8388608 timeout 900 ./gaspi-gpu-tests 2>&1)
-    elif [ -n "$set" ]; then
+    if [ -n "$set" ]; then
         echo "GPU_TEST_SET CUDA_VISIBLE_DEVICES=$set" >>"$tests"
         out=$(CUDA_VISIBLE_DEVICES=$set timeout 900 ./gaspi-gpu-tests 2>&1)
     else
@@ -82,7 +77,6 @@ if [ "$ngpus" -ge 2 ]; then
     for run in $(seq "${RUNS:-1}"); do
         CUDA_VISIBLE_DEVICES=0,1 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven --sizes $PP_SIZES
         CUDA_VISIBLE_DEVICES=0,1 bench gpu-bw
-        CUDA_VISIBLE_DEVICES=0,1 GASPI_GPU_COPY_KERNEL_MAX=8388608 bench gpu-bw --sizes 262144,1048576,4194304,8388608
         # Once NVSHMEM failed (no build, a PE stuck), it is not tried again.
         if [ -d ./peers ] && [ "${nvshmem_failed:-0}" = 0 ]; then
             bash ./peers/nvshmem-run.sh ./peers "${NVSHMEM_BUILD:-/tmp/gaspi-nvshmem}" | tee -a "$all_json"

@@ -133,7 +133,7 @@ def bw_table(recs):
         return []
     out = ["", "GPU -> GPU write bandwidth, GB/s (median of windows; several launches: "
            "median [lowest-highest])",
-           "| size | ours: write window + wait | ours, copy kernel (GASPI_GPU_COPY_KERNEL_MAX) | "
+           "| size | ours: write window + wait | ours, copy kernel (experiment, removed) | "
            "NVSHMEM: putmem_nbi window + quiet | ours / NVSHMEM | best ours / NVSHMEM | cuMemcpyPeerAsync |",
            "|---|---|---|---|---|---|---|"]
     met, met_best, checked = True, True, 0

@@ -625,16 +625,7 @@ pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>>
         if me == 0 {
             let gbps = |us: f64| size as f64 / us / 1e3;
             let mut r = Record::new("gpu-bw", 2).with_samples(&ours);
-            // GASPI_GPU_COPY_KERNEL_MAX: from 256 KiB up to it a kernel copies.
-            let by_kernel = (256 << 10..=g.config().gpu_copy_kernel_max).contains(&size);
-            r.transport = Some(
-                if by_kernel {
-                    "cuda-ipc copy-kernel"
-                } else {
-                    "cuda-ipc"
-                }
-                .into(),
-            );
+            r.transport = Some("cuda-ipc".into());
             r.size = Some(size);
             r.iters = Some(iters as u64 * window as u64);
             r.gbps = Some(gbps(ours.median()));

@@ -96,14 +96,6 @@ pub struct Config {
     /// Where the notification words of this rank's GPU segments live
     /// (`GASPI_GPU_NOTIFICATIONS=host-mapped|device|gdrcopy`).
     pub gpu_notifications: NotificationPlacement,
-    /// Writes between GPU memories of 256 KiB up to this many bytes are
-    /// copied by a kernel on the queue's stream (the GPU's multiprocessors)
-    /// instead of its copy engine, whose fixed cost per copy holds 1 MiB
-    /// writes to about half the link (decision 0038). Off by default (0):
-    /// the kernel needs room on a multiprocessor, which a persistent kernel
-    /// holding every one would never give it
-    /// (`GASPI_GPU_COPY_KERNEL_MAX`, bytes, e.g. 8388608).
-    pub gpu_copy_kernel_max: u64,
     /// Writes of at least this many bytes into a same-host rank's host
     /// segment are copied by the writer and, while it waits (spins) for
     /// a notification or in a barrier, by the target too (a
@@ -266,7 +258,6 @@ impl Default for Config {
             pin_host_segments: true,
             gpu_owner_copies: true,
             gpu_notifications: NotificationPlacement::HostMapped,
-            gpu_copy_kernel_max: 0,
             copy_assist_min: None,
             transport: TransportChoice::Auto,
             net_device: None,
@@ -339,9 +330,6 @@ impl Config {
         }
         if let Ok(v) = std::env::var("GASPI_GPU_NOTIFICATIONS") {
             c.gpu_notifications = v.parse()?;
-        }
-        if let Some(v) = env_u64("GASPI_GPU_COPY_KERNEL_MAX")? {
-            c.gpu_copy_kernel_max = v;
         }
         if let Some(v) = env_u64("GASPI_COPY_ASSIST_MIN")? {
             c.copy_assist_min = Some(v);

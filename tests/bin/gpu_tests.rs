@@ -342,8 +342,7 @@ fn directions(
     }
     // Round 6: two writes of 1 MiB, then the notification, which must not
     // overtake either. Rounds 7 and 8 the same sizes 16-byte aligned (at
-    // offset 0), as a copy kernel takes them between GPUs where
-    // GASPI_GPU_COPY_KERNEL_MAX allows (gpu/copy_kernel.rs).
+    // offset 0).
     let sizes = [
         1u64,
         8,

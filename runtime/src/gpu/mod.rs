@@ -27,7 +27,6 @@
 //! (`gaspi_device_ctx`, see `gpu-kernels/`) and runs the server of the
 //! request ring through which kernels reach targets they cannot store into.
 
-pub(crate) mod copy_kernel;
 pub(crate) mod device_context;
 pub(crate) mod device_words;
 pub(crate) mod owner_copy;
@@ -39,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::segment::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
 use crate::types::Rank;
-use gaspi_segments::gpu::{self, DevicePtr, GpuContext, GpuMemory, GpuStream};
+use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -164,14 +163,8 @@ impl Inner {
             // first by the API's contract, as for any posted GASPI request.
             Some(dst) => {
                 let dst = remote_address(dst, remote_offset)?;
-                let by_kernel = copy_kernel::suits(len, dst, src, self.config.gpu_copy_kernel_max)
-                    && local.device() == Some(home)
-                    && kernel_reaches(&view, home)
-                    && copy_kernel::launch(stream, dst, src, len)?;
-                if !by_kernel {
-                    // SAFETY: as just said.
-                    unsafe { gpu::copy_unified(stream, dst, src, len)? }
-                }
+                // SAFETY: as just said.
+                unsafe { gpu::copy_unified(stream, dst, src, len)? }
             }
             None => {
                 let mut bounce = vec![0u8; len];
@@ -304,37 +297,6 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-/// Whether a kernel on `home` may store into the GPU memory `view`
-/// describes: memory of `home` itself, or of a device `home` has peer
-/// access to (enabled here, once per pair), opened in `home`'s context.
-fn kernel_reaches(view: &GpuView, home: u32) -> bool {
-    static PEERS: Mutex<Vec<(u32, u32, bool)>> = Mutex::new(Vec::new());
-    let Some(owner) = view.device else {
-        return false;
-    };
-    if view.mapped_in.is_some_and(|d| d != home) {
-        return false;
-    }
-    if owner == home {
-        return true;
-    }
-    let mut peers = PEERS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(&(_, _, ok)) = peers.iter().find(|(a, b, _)| (*a, *b) == (home, owner)) {
-        return ok;
-    }
-    let ok = (|| -> Result<bool> {
-        let (a, b) = (GpuContext::new(home)?, GpuContext::new(owner)?);
-        if !a.can_access_peer(&b)? {
-            return Ok(false);
-        }
-        gpu::enable_peer_access(&a, &b)?;
-        Ok(true)
-    })()
-    .unwrap_or(false);
-    peers.push((home, owner, ok));
-    ok
 }
 
 /// The device address `offset` bytes into a peer's GPU data at `base`
