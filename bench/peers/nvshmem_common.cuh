@@ -103,8 +103,10 @@ static const char* nvshmem_version_string() {
     static char v[64];
     int major = 0, minor = 0;
     nvshmem_info_get_version(&major, &minor);
-    snprintf(v, sizeof v, "%d.%d (headers %d.%d.%d)", major, minor, NVSHMEM_VENDOR_MAJOR_VERSION,
-             NVSHMEM_VENDOR_MINOR_VERSION, NVSHMEM_VENDOR_PATCH_VERSION);
+    // nvshmem_info_get_version gives the OpenSHMEM version the library
+    // implements; the library's own is that of the headers built against.
+    snprintf(v, sizeof v, "%d.%d.%d (OpenSHMEM %d.%d)", NVSHMEM_VENDOR_MAJOR_VERSION,
+             NVSHMEM_VENDOR_MINOR_VERSION, NVSHMEM_VENDOR_PATCH_VERSION, major, minor);
     return v;
 }
 
