@@ -86,6 +86,19 @@ struct Args {
     /// Draw throughput against batch size, per mode, into this PNG.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// GPU-driven on several GPUs: CPU ranks feed this many GPU ranks, one
+    /// per GPU (0: every GPU of the host), measured with 1, 2, 4, ... of
+    /// them (see `matvec_multi.rs`). Without it: the two-rank job.
+    #[arg(long)]
+    gpus: Option<u32>,
+    /// With --gpus: CPU ranks feeding the GPU ranks (GPU g is fed by CPU
+    /// rank g mod this).
+    #[arg(long, default_value_t = 1)]
+    cpu_ranks: u32,
+    /// With --gpus: measure every GPU count this many times, interleaved
+    /// (1, 2, ... N, then again), and report the median.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 /// Where things are in both ranks' segments.
@@ -166,6 +179,9 @@ fn as_bytes(v: &[f32]) -> &[u8] {
 fn main() -> Res {
     gaspi::init_logging();
     let args = Args::parse();
+    if let Some(gpus) = args.gpus {
+        return multi::run(&args, gpus);
+    }
     let mut config = Config::from_env()?.standalone_ranks(2);
     let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
     let slots = args.slots.unwrap_or(cores.clamp(4, 16));
@@ -235,6 +251,7 @@ fn main() -> Res {
                 &segment,
                 layout,
                 args.gpu_blocks,
+                0,
             )?),
             _ => None,
         };
@@ -635,11 +652,15 @@ fn reply(gaspi: &Gaspi, id: SegId, layout: Layout, slot: usize, bytes: u64, seq:
     Ok(())
 }
 
+#[path = "matvec_multi.rs"]
+mod multi;
+
 /// Rank 1 with a GPU: the host-driven and the GPU-driven server.
 mod gpu {
     use super::{Layout, Res, SEG_GPU, STOP, VEC_BYTES};
     use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
     use gaspi::cuda::{GpuContext, GpuMemory, PinnedHostMemory};
+    use gaspi::SegId;
     use gaspi::{Gaspi, NotifyId, Timeout};
     use std::sync::Arc;
 
@@ -666,6 +687,16 @@ mod gpu {
             layout: Layout,
             sms: u32,
         },
+    }
+
+    impl Server {
+        /// The segment the server's notifications arrive in.
+        fn seg(&self) -> SegId {
+            match self {
+                Server::Host { .. } => SEG_GPU,
+                Server::Persistent { segment, .. } => segment.id(),
+            }
+        }
     }
 
     fn compile(ctx: &GpuContext, name: &str) -> Res<(CudaFunction, Arc<CudaStream>, u32)> {
@@ -698,21 +729,25 @@ mod gpu {
             })
         }
 
+        /// The persistent kernel on GPU `device`, serving `segment` (GPU
+        /// memory of that device; products go to the same segment id on
+        /// rank 0, or on the rank `prepare` names).
         pub fn persistent(
             gaspi: &Gaspi,
             segment: &gaspi::Segment,
             layout: Layout,
             blocks: u32,
+            device: u32,
         ) -> Res<Server> {
             write_matrix(segment, layout)?;
             // Rank 0's segment is registered here (segment_create): the
             // device context's tables hold it.
-            let dctx = Box::new(gaspi.device_context(0)?);
+            let dctx = Box::new(gaspi.device_context(device)?);
             let (serve_kernel, stream, mut sms) = compile(dctx.gpu_context(), "matvec_serve")?;
             if blocks != 0 {
                 sms = sms.min(blocks);
             }
-            let status = PinnedHostMemory::alloc(0, 4096)?;
+            let status = PinnedHostMemory::alloc(device, 4096)?;
             Ok(Server::Persistent {
                 serve_kernel,
                 stream,
@@ -727,6 +762,12 @@ mod gpu {
         /// Gets ready for a batch size, before the barrier that lets rank 0
         /// start: the persistent kernel is launched here.
         pub fn prepare(&mut self, gaspi: &Gaspi, batch: usize) -> Res {
+            self.prepare_for(gaspi, batch, 0)
+        }
+
+        /// `prepare`, with the products going to rank `out_rank`.
+        pub fn prepare_for(&mut self, gaspi: &Gaspi, batch: usize, out_rank: u32) -> Res {
+            let seg_id = self.seg();
             let Server::Persistent {
                 serve_kernel,
                 stream,
@@ -742,12 +783,12 @@ mod gpu {
             // Fresh words, counters and gates (the kernel never resets the
             // slot words; stop is reset once the kernel has returned).
             for s in 0..layout.slots {
-                gaspi.notify_reset(SEG_GPU, NotifyId(s as u32))?;
+                gaspi.notify_reset(seg_id, NotifyId(s as u32))?;
             }
             segment.write(layout.sync() as usize, &[0u32; 1024])?;
             status.as_atomic_u32s()[0].store(0, std::sync::atomic::Ordering::Relaxed);
             let arg = dctx.kernel_arg();
-            let (seg, out_rank, slots) = (SEG_GPU.0 as u32, 0u32, layout.slots as u32);
+            let (seg, slots) = (seg_id.0 as u32, layout.slots as u32);
             let (slot_bytes, products, matrix, sync) = (
                 layout.slot_bytes,
                 layout.product(0),
@@ -792,6 +833,7 @@ mod gpu {
 
         /// Serves one batch size until rank 0 says stop.
         pub fn serve(&mut self, gaspi: &Gaspi, batch: usize) -> Res {
+            let seg_id = self.seg();
             match self {
                 Server::Host {
                     batch_kernel,
@@ -808,7 +850,7 @@ mod gpu {
                 } => {
                     // The kernel runs until rank 0's stop notification.
                     stream.synchronize()?;
-                    gaspi.notify_reset(SEG_GPU, STOP)?;
+                    gaspi.notify_reset(seg_id, STOP)?;
                     let code =
                         status.as_atomic_u32s()[0].load(std::sync::atomic::Ordering::Relaxed);
                     if code != 0 {

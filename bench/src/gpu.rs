@@ -427,8 +427,30 @@ fn gpu_pair(g: &Gaspi, n: u32, max: u64) -> Res<(u32, u64)> {
     Ok((device, send_off))
 }
 
+/// The device-driven ping-pong's ways of using the device API (echo.cu,
+/// `gaspi_gpu_pingpong`'s `style`): record name, style, and the largest
+/// size it runs at (one thread copying 1 MiB takes milliseconds).
+const PINGPONG_STYLES: [(&str, u32, u64); 3] = [
+    ("device-driven", 0, u64::MAX),
+    ("device-driven-count", 2, u64::MAX),
+    ("device-driven-thread", 1, 64 << 10),
+];
+
+/// Round trips per size: `base`, fewer from 64 KiB on (256 MiB worth),
+/// at least 100.
+fn pingpong_rounds(size: u64, base: u32) -> u32 {
+    let by_size = ((256u64 << 20) / size.max(1)).max(100);
+    base.min(u32::try_from(by_size).unwrap_or(u32::MAX))
+}
+
 /// `gpu-pingpong`: half round trips between GPU segments of two ranks
 /// (on two GPUs when there are two), posted by the CPU and by kernels.
+/// The kernels use the device API three ways (`PINGPONG_STYLES`): the
+/// warp or block waits with `gaspi_notify_waitsome` and resets
+/// (`device-driven`), or waits for a value above the last round's
+/// (`device-driven-count`, no reset), and one thread does it all
+/// (`device-driven-thread`) -- NVSHMEM's warp/block and thread variants of
+/// `putmem_signal_nbi` + `signal_wait_until` (bench/peers/nvshmem_pingpong.cu).
 pub fn gpu_pingpong(
     g: &Gaspi,
     n: u32,
@@ -440,7 +462,7 @@ pub fn gpu_pingpong(
     let peer = Rank(1 - me);
     let max = sizes.iter().copied().max().unwrap_or(8);
     let (device, send_off) = gpu_pair(g, n, max)?;
-    let rounds: u32 = if quick { 500 } else { 5_000 };
+    let base_rounds: u32 = if quick { 500 } else { 5_000 };
     // The kernel side, only when asked for (see BENCHMARKS.md).
     let kernel_side = if device_driven {
         let dctx = g.device_context(device)?;
@@ -448,9 +470,10 @@ pub fn gpu_pingpong(
         let module =
             gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
         let kernel = gaspi::kernels::function(&module, "gaspi_gpu_pingpong")?;
+        let alone = gaspi::kernels::function(&module, "gaspi_gpu_pingpong_thread")?;
         let stream = cuda.new_stream()?;
-        let times = PinnedHostMemory::alloc(device, rounds as usize * 8)?;
-        Some((dctx, kernel, stream, times))
+        let times = PinnedHostMemory::alloc(device, base_rounds as usize * 8)?;
+        Some((dctx, [kernel, alone], stream, times))
     } else {
         None
     };
@@ -458,6 +481,7 @@ pub fn gpu_pingpong(
     let placement = g.segment_notification_placement(SEG)?;
     let note_pair = format!("ranks on GPUs 0 and {}; notifications {placement}", 1 % n);
     for &size in sizes {
+        let rounds = pingpong_rounds(size, base_rounds);
         let reference = if me == 0 {
             peer_copy_us(0, 1 % n, size, rounds.min(2000), 1)?
         } else {
@@ -486,14 +510,31 @@ pub fn gpu_pingpong(
         }
         g.wait(Queue(0), Timeout::Block)?;
         g.barrier(Group::ALL, Timeout::Block)?;
-        let mut results = vec![("host-driven", host)];
-        if let Some((dctx, kernel, stream, times)) = &kernel_side {
+        let mut results = vec![("host-driven", host, String::new())];
+        for (what, style, up_to) in PINGPONG_STYLES {
+            let Some((dctx, kernels, stream, times)) = &kernel_side else {
+                break;
+            };
+            // Style 1 has a kernel of its own (see echo.cu).
+            let kernel = &kernels[usize::from(style == 1)];
+            if size > up_to {
+                continue;
+            }
             let (arg, seg, p, initiator) =
                 (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
             let times_ptr = times.device_ptr();
+            let launch = if style == 1 {
+                LaunchConfig {
+                    block_dim: (1, 1, 1),
+                    ..one_warp()
+                }
+            } else {
+                pingpong_launch(size)
+            };
             // SAFETY: gaspi_gpu_pingpong(gaspi_device_ctx, unsigned, unsigned,
-            // u64, u64, unsigned, unsigned, u64*): the times buffer holds
-            // `rounds` u64 and outlives the kernel (synchronised below).
+            // u64, u64, unsigned, unsigned, u64*, unsigned): the times buffer
+            // holds base_rounds >= rounds u64 and outlives the kernel
+            // (synchronised below).
             unsafe {
                 stream
                     .launch_builder(kernel)
@@ -505,9 +546,15 @@ pub fn gpu_pingpong(
                     .arg(&rounds)
                     .arg(&initiator)
                     .arg(&times_ptr)
-                    .launch(pingpong_launch(size))?
+                    .arg(&style)
+                    .launch(launch)?
             };
             stream.synchronize()?;
+            // Every notification for this rank has arrived once its kernel
+            // returned (the initiator saw the last answer, the responder the
+            // last request): start the next kernel from zero words.
+            g.notify_reset(SEG, NotifyId(0))?;
+            g.notify_reset(SEG, NotifyId(1))?;
             g.barrier(Group::ALL, Timeout::Block)?;
             let words = times.as_atomic_u64s();
             let device = Samples(
@@ -515,22 +562,29 @@ pub fn gpu_pingpong(
                     .map(|i| words[i].load(Ordering::Acquire) as f64 / 1e3 / 2.0)
                     .collect(),
             );
-            results.push(("device-driven", device));
+            let how = match style {
+                1 => {
+                    "; one thread: gaspi_notify_wait_above + gaspi_write_notify_thread".to_string()
+                }
+                2 => format!(
+                    "; {} threads copy; waits with gaspi_notify_wait_above, no reset",
+                    launch.block_dim.0
+                ),
+                _ => format!(
+                    "; {} threads copy; gaspi_notify_waitsome + gaspi_notify_reset",
+                    launch.block_dim.0
+                ),
+            };
+            results.push((what, device, how));
         }
         if me == 0 {
-            for (what, s) in &results {
+            for (what, s, how) in &results {
                 let mut r = Record::new("gpu-pingpong", 2).with_samples(s);
                 r.transport = Some(format!("cuda-ipc {what} words-{placement}"));
                 r.size = Some(size);
                 r.iters = Some(s.len() as u64);
                 r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());
-                let copiers = match *what {
-                    "device-driven" => {
-                        format!("; {} threads copy", pingpong_launch(size).block_dim.0)
-                    }
-                    _ => String::new(),
-                };
-                r.note = Some(format!("half round trip; {note_pair}{copiers}"));
+                r.note = Some(format!("half round trip; {note_pair}{how}"));
                 out.push(r);
             }
         }

@@ -307,11 +307,47 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
 // initiator sends `size` bytes from offset `send_off` of `seg` to offset 0
 // of `seg` on `peer` with notification 0, the responder answers the same
 // way with notification 1. The initiator records each round trip
-// (globaltimer ns) in times[round].
+// (globaltimer ns) in times[round]. Round r's notifications carry r.
+// `style` picks how the device API is used:
+//   0: gaspi_notify_waitsome + gaspi_notify_reset, then the warp's (one
+//      warp launched) or the block's gaspi_write_notify;
+//   1: one thread does everything: gaspi_notify_wait_above (the values
+//      count up, so nothing is cleared) and gaspi_write_notify_thread
+//      (NVSHMEM's thread-level putmem_signal + signal_wait_until);
+//   2: as 0, but waiting with gaspi_notify_wait_above and no reset
+//      (NVSHMEM's warp/block-level putmem_signal + signal_wait_until).
+// Style 1 is a kernel of its own (gaspi_gpu_pingpong_thread, same
+// parameters): gaspi_write_notify_thread keeps 16 loads in flight, whose
+// registers would push this kernel past the 128 a block of 512 threads may
+// have each.
+extern "C" __global__ void gaspi_gpu_pingpong_thread(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                                                     unsigned long long size, unsigned long long send_off,
+                                                     unsigned int rounds, unsigned int initiator,
+                                                     unsigned long long* times, unsigned int style) {
+    const gaspi_u32 wait_id = initiator ? 1u : 0u;
+    const gaspi_u32 send_id = initiator ? 0u : 1u;
+    if (style == 1u) {
+        if (threadIdx.x != 0) return;
+        for (unsigned int r = 1; r <= rounds; ++r) {
+            const gaspi_u64 t0 = gaspi_globaltimer_ns();
+            gaspi_u32 seen = 0;
+            if (initiator && gaspi_write_notify_thread(ctx, seg, send_off, peer, seg, 0, size, send_id, r) != 0) return;
+            if (gaspi_notify_wait_above(ctx, seg, wait_id, r - 1u, GASPI_BLOCK, &seen) != 0) return;
+            if (initiator) {
+                times[r - 1] = gaspi_globaltimer_ns() - t0;
+            } else if (gaspi_write_notify_thread(ctx, seg, send_off, peer, seg, 0, size, send_id, r) != 0) {
+                return;
+            }
+        }
+    }
+}
+
 extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
                                               unsigned long long size, unsigned long long send_off,
                                               unsigned int rounds, unsigned int initiator,
-                                              unsigned long long* times) {
+                                              unsigned long long* times, unsigned int style) {
+    const gaspi_u32 wait_id = initiator ? 1u : 0u;
+    const gaspi_u32 send_id = initiator ? 0u : 1u;
     const bool block = blockDim.x > 32;
     if (!block && threadIdx.x >= 32) return;
     const bool waiter = threadIdx.x < 32;
@@ -319,11 +355,16 @@ extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int
         gaspi_u64 t0 = 0;
         if (initiator) {
             t0 = gaspi_globaltimer_ns();
-            if (block) gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, 0, r);
-            else gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 0, r);
+            if (block) gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
+            else gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
         }
-        const gaspi_u32 wait_id = initiator ? 1u : 0u;
-        if (waiter) {
+        if (style == 2u) {
+            if (threadIdx.x == 0) {
+                gaspi_u32 seen = 0;
+                gaspi_notify_wait_above(ctx, seg, wait_id, r - 1u, GASPI_BLOCK, &seen);
+            }
+            if (waiter) __syncwarp();
+        } else if (waiter) {
             if (gaspi_notify_waitsome(ctx, seg, wait_id, 1) < 0) return;
             if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, wait_id);
             __syncwarp();
@@ -332,9 +373,9 @@ extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int
         if (initiator) {
             if (threadIdx.x == 0) times[r - 1] = gaspi_globaltimer_ns() - t0;
         } else if (block) {
-            gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, 1, r);
+            gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
         } else {
-            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, 1, r);
+            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
         }
     }
 }

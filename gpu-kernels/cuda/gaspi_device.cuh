@@ -259,6 +259,23 @@ __device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_segment(const 
     return d->notification_count == 0 ? nullptr : d;
 }
 
+// A whole descriptor, read through the read-only data cache: the tables
+// are a snapshot the runtime writes before the launch and never during it
+// (DeviceContext), which is what ld.global.nc needs. A sender reads them
+// right after a wait, whose acquire loads emptied the L1 (issue 26).
+__device__ __forceinline__ gaspi_segment_desc gaspi_desc_load(const gaspi_segment_desc* p) {
+    const ulonglong2* q = reinterpret_cast<const ulonglong2*>(p);
+    const ulonglong2 a = __ldg(q);
+    const ulonglong2 b = __ldg(q + 1);
+    gaspi_segment_desc d;
+    d.data = a.x;
+    d.size = a.y;
+    d.notifications = b.x;
+    d.notification_count = (gaspi_u32)b.y;
+    d.flags = (gaspi_u32)(b.y >> 32);
+    return d;
+}
+
 // Address of byte `offset` of local segment `seg` (null if out of range).
 __device__ __forceinline__ unsigned char* gaspi_segment_ptr(const gaspi_device_ctx& ctx, gaspi_u32 seg, gaspi_u64 offset) {
     const gaspi_segment_desc* d = gaspi_local_segment(ctx, seg);
@@ -512,22 +529,31 @@ struct gaspi_route {
     bool direct;
 };
 
+// Both descriptors are read whole and independently of each other (their
+// addresses come from the kernel argument alone), so the two reads overlap
+// (gaspi_desc_load): reading the remote descriptor only once the local one
+// had been checked cost a second round trip to L2 per call (issue 26).
 __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                         gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                         gaspi_u64 size, gaspi_u32 id, gaspi_u32 value, gaspi_route* r) {
-    if (value == 0u) return GASPI_DEV_ERR_ARG;
-    const gaspi_segment_desc* l = gaspi_local_segment(ctx, local_seg);
-    if (!l || local_off > l->size || size > l->size - local_off || (size != 0 && l->data == 0)) {
+    if (value == 0u || local_seg >= ctx.nsegments || remote_seg >= ctx.nsegments || rank >= ctx.nranks ||
+        ctx.local == 0 || ctx.remote == 0) {
         return GASPI_DEV_ERR_ARG;
     }
-    const gaspi_segment_desc* d = gaspi_remote_segment(ctx, rank, remote_seg);
-    if (!d || id >= d->notification_count || remote_off > d->size || size > d->size - remote_off) {
+    const gaspi_segment_desc l = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.local) + local_seg);
+    const gaspi_segment_desc d = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.remote) +
+                                                 (gaspi_u64)rank * ctx.nsegments + remote_seg);
+    if (l.notification_count == 0 || local_off > l.size || size > l.size - local_off || (size != 0 && l.data == 0)) {
         return GASPI_DEV_ERR_ARG;
     }
-    r->src = reinterpret_cast<const unsigned char*>(l->data) + local_off;
-    r->direct = d->notifications != 0 && (size == 0 || d->data != 0);
-    r->dst = r->direct ? reinterpret_cast<unsigned char*>(d->data) + remote_off : nullptr;
-    r->word = r->direct ? reinterpret_cast<gaspi_u32*>(d->notifications) + id : nullptr;
+    if (d.notification_count == 0 || id >= d.notification_count || remote_off > d.size ||
+        size > d.size - remote_off) {
+        return GASPI_DEV_ERR_ARG;
+    }
+    r->src = reinterpret_cast<const unsigned char*>(l.data) + local_off;
+    r->direct = d.notifications != 0 && (size == 0 || d.data != 0);
+    r->dst = r->direct ? reinterpret_cast<unsigned char*>(d.data) + remote_off : nullptr;
+    r->word = r->direct ? reinterpret_cast<gaspi_u32*>(d.notifications) + id : nullptr;
     return GASPI_DEV_SUCCESS;
 }
 
@@ -538,18 +564,57 @@ __device__ inline int gaspi_route_write(const gaspi_device_ctx& ctx, gaspi_u32 l
 // (gaspi-bench gpu-pingpong --device-driven, session 6). The ranges must
 // not overlap (as for memcpy).
 #define GASPI_COPY_BATCH 8u
+// Every batch is predicated, so a partial one keeps its loads in flight
+// too: copied one element after the other, a block of 512 threads took
+// about 1 us longer for 32 KiB (4 elements each) than for 64 KiB
+// (gaspi-bench gpu-pingpong, issue 26).
 template <typename T>
 __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__ s, gaspi_u64 count, gaspi_u32 t,
                                         gaspi_u32 n) {
-    gaspi_u64 i = t;
-    for (; i + (GASPI_COPY_BATCH - 1u) * (gaspi_u64)n < count; i += GASPI_COPY_BATCH * (gaspi_u64)n) {
+    for (gaspi_u64 i = t; i < count; i += GASPI_COPY_BATCH * (gaspi_u64)n) {
         T v[GASPI_COPY_BATCH];
 #pragma unroll
-        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) v[k] = s[i + k * (gaspi_u64)n];
+        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) {
+            if (i + k * (gaspi_u64)n < count) v[k] = s[i + k * (gaspi_u64)n];
+        }
 #pragma unroll
-        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k * (gaspi_u64)n] = v[k];
+        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) {
+            if (i + k * (gaspi_u64)n < count) d[i + k * (gaspi_u64)n] = v[k];
+        }
     }
-    for (; i < count; i += n) d[i] = s[i];
+}
+
+// gaspi_copy_elems for one thread alone: the next batch's loads are issued
+// before this batch's stores, so up to 16 loads are in flight rather than
+// 8 and then none (one thread copies 4 KiB in 32 batches). Costs twice the
+// registers of a batch (16 x 16 bytes), hence only here: a kernel that also
+// copies with a block of 512 threads must stay within 128 registers.
+template <typename T>
+__device__ inline void gaspi_copy_elems_alone(T* __restrict__ d, const T* __restrict__ s, gaspi_u64 count) {
+    gaspi_u64 i = 0;
+    if (GASPI_COPY_BATCH <= count) {
+        T v[GASPI_COPY_BATCH];
+#pragma unroll
+        for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) v[k] = s[k];
+        for (;;) {
+            const gaspi_u64 j = i + GASPI_COPY_BATCH;
+            if (j + GASPI_COPY_BATCH > count) {
+#pragma unroll
+                for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k] = v[k];
+                i = j;
+                break;
+            }
+            T w[GASPI_COPY_BATCH];
+#pragma unroll
+            for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) w[k] = s[j + k];
+#pragma unroll
+            for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) d[i + k] = v[k];
+#pragma unroll
+            for (gaspi_u32 k = 0; k < GASPI_COPY_BATCH; ++k) v[k] = w[k];
+            i = j;
+        }
+    }
+    gaspi_copy_elems(d + i, s + i, count - i, 0u, 1u);
 }
 
 // Copies size bytes with `n` cooperating threads (this one is number `t`):
@@ -565,6 +630,20 @@ __device__ inline void gaspi_copy(unsigned char* dst, const unsigned char* src, 
         done = size / 4 * 4;
     }
     for (gaspi_u64 i = done + t; i < size; i += n) dst[i] = src[i];
+}
+
+// gaspi_copy by one thread alone (gaspi_copy_elems_alone).
+__device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char* src, gaspi_u64 size) {
+    const gaspi_u64 a = reinterpret_cast<gaspi_u64>(dst) | reinterpret_cast<gaspi_u64>(src);
+    gaspi_u64 done = 0;
+    if ((a & 15u) == 0) {
+        gaspi_copy_elems_alone(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), size / 16);
+        done = size / 16 * 16;
+    } else if ((a & 3u) == 0) {
+        gaspi_copy_elems_alone(reinterpret_cast<gaspi_u32*>(dst), reinterpret_cast<const gaspi_u32*>(src), size / 4);
+        done = size / 4 * 4;
+    }
+    for (gaspi_u64 i = done; i < size; ++i) dst[i] = src[i];
 }
 
 // Sets notification `id` of segment `seg` on `rank` to `value` (non-zero),
@@ -618,7 +697,7 @@ __device__ inline int gaspi_write_notify_thread(const gaspi_device_ctx& ctx, gas
     const int rc = gaspi_route_write(ctx, local_seg, local_off, rank, remote_seg, remote_off, size, id, value, &r);
     if (rc != GASPI_DEV_SUCCESS) return rc;
     if (r.direct) {
-        gaspi_copy(r.dst, r.src, size, 0u, 1u);
+        gaspi_copy_alone(r.dst, r.src, size);
         gaspi_fence_acq_rel();
         gaspi_store_after_fence_u32(r.word, value);
         return GASPI_DEV_SUCCESS;
@@ -650,9 +729,15 @@ __device__ inline int gaspi_write_notify_warp(const gaspi_device_ctx& ctx, gaspi
 }
 
 // write_notify by a whole block (all threads, same arguments): the threads
-// copy, each fences, the block synchronises, thread 0 stores the
-// notification or posts the request. When it returns the source may be
-// reused (direct path) or must be kept until gaspi_ring_quiet (ring path).
+// copy, the block synchronises, thread 0 fences and stores the
+// notification or posts the request. One fence after the barrier orders
+// every thread's copy before the notification: the barrier orders the
+// other threads' stores before thread 0's fence, and a fence at system
+// scope is cumulative (PTX memory model), the pattern NCCL and NVSHMEM use
+// to publish a block's data. A fence in every thread before the barrier,
+// as before, cost about 1 us per call with 16 warps copying 32 or 64 KiB
+// over NVLink (issue 26). When it returns the source may be reused (direct
+// path) or must be kept until gaspi_ring_quiet (ring path).
 __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                          gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                          gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
@@ -662,9 +747,9 @@ __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 
     if (rc != GASPI_DEV_SUCCESS) return rc;
     const gaspi_u32 t = gaspi_block_thread();
     if (r.direct) gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
-    gaspi_fence_acq_rel();
     __syncthreads();
     if (t == 0u) {
+        gaspi_fence_acq_rel();
         if (r.direct) {
             gaspi_store_after_fence_u32(r.word, value);
             gaspi_write_notify_result = GASPI_DEV_SUCCESS;

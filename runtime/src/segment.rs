@@ -376,6 +376,7 @@ impl LocalSegment {
                     stream.clone(),
                     memory.device_ptr() + at as u64,
                     notification_count,
+                    spin,
                 );
                 if let (NotificationPlacement::Gdrcopy, Ok(gdr)) =
                     (placement, device_words::gdrcopy())
@@ -385,7 +386,7 @@ impl LocalSegment {
                     // set) holding mapped_len(count) bytes from there
                     // (alloc_len); `device_words` drops before `gpu`, which
                     // frees it (field order).
-                    if let Err(e) = unsafe { words.map_with_gdrcopy(gdr, spin) } {
+                    if let Err(e) = unsafe { words.map_with_gdrcopy(gdr) } {
                         // In GPU memory either way: unmapped, they are
                         // the `device` placement's words.
                         tracing::warn!("{id}: notification words not mapped: {e}");

@@ -340,11 +340,24 @@ fn directions(
     if placed != expect {
         return Err(format!("rank {me}: notifications {placed}, expected {expect}").into());
     }
-    let sizes = [1u64, 8, 4096, 65_539, (4 << 20) + 5];
+    // Round 6: two writes of 1 MiB, then the notification, which must not
+    // overtake either. Rounds 7 and 8 the same sizes 16-byte aligned (at
+    // offset 0).
+    let sizes = [
+        1u64,
+        8,
+        4096,
+        65_539,
+        (4 << 20) + 5,
+        (2 << 20) + 3,
+        1 << 20,
+        2 << 20,
+    ];
     let mut checked = 0u64;
     for (round, &size) in sizes.iter().enumerate() {
         let round = round as u32 + 1;
-        let off = 3 * round as u64; // odd offsets too
+        // Odd offsets too; the aligned rounds at 0.
+        let off = if round >= 7 { 0 } else { 3 * round as u64 };
         for sender in 0..2u32 {
             let seed = (round as u64) << 8 | sender as u64;
             if me == sender {
@@ -363,7 +376,12 @@ fn directions(
                         Q,
                     )?;
                 } else {
-                    g.write(SEG, off, peer, SEG, MAX + off, size, Q)?;
+                    // In two writes, then the notification.
+                    let half = size / 2;
+                    if half > 0 {
+                        g.write(SEG, off, peer, SEG, MAX + off, half, Q)?;
+                    }
+                    g.write(SEG, off + half, peer, SEG, MAX + off + half, size - half, Q)?;
                     g.notify(peer, SEG, NotifyId(round), round, Q)?;
                 }
                 g.wait(Q, WAIT)?;

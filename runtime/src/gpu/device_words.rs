@@ -13,10 +13,13 @@
 //!   queue's stream or in the owner's inbox (`owner_copy`), never with a
 //!   store;
 //! - the owner's CPU waits by polling the words with copies (no futex can
-//!   wake it: no writer runs on the CPU), and resets a word with a
-//!   one-thread kernel doing `atomicExch`, because no driver operation
-//!   exchanges a word atomically and a read followed by a write would lose
-//!   a notification that lands between the two.
+//!   wake it: no writer runs on the CPU), into a pinned landing buffer,
+//!   back to back for the configured spin time before it pauses (decision
+//!   0037: pausing after the first miss cost a sleep of 50 us or more, the
+//!   kernel's timer slack, in every host-driven round trip), and resets a
+//!   word with a one-thread kernel doing `atomicExch`, because no driver
+//!   operation exchanges a word atomically and a read followed by a write
+//!   would lose a notification that lands between the two.
 //!
 //! The notification area in the segment's memfd still exists: it carries
 //! the count (bounds checks) and the header through which a dead peer wakes
@@ -94,10 +97,19 @@ pub(crate) struct DeviceWords {
     exchange: OnceLock<std::result::Result<Exchange, String>>,
     /// One reset at a time uses the result word.
     serial: Mutex<()>,
-    /// The words mapped into this process (the `gdrcopy` placement), and
-    /// how long a waiter polls them before it starts to pause.
-    bar: Option<(GdrMapping, Duration)>,
+    /// The words mapped into this process (the `gdrcopy` placement).
+    bar: Option<GdrMapping>,
+    /// How long a waiter polls back to back before it starts to pause.
+    spin: Duration,
+    /// Pinned memory that scans copy the words into (a copy into pageable
+    /// memory is staged by the driver and slower), made on the first scan;
+    /// one scan at a time uses it, others copy into a vector.
+    landing: OnceLock<std::result::Result<Mutex<PinnedHostMemory>, String>>,
 }
+
+/// Words that a scan copies into the pinned landing buffer; wider ranges
+/// go into a vector.
+const LANDING_WORDS: u32 = 1024;
 
 #[derive(Debug)]
 struct Exchange {
@@ -114,8 +126,9 @@ unsafe impl Sync for Exchange {}
 
 impl DeviceWords {
     /// Words `base..base + 4 * count` of the allocation `stream`'s device
-    /// holds (the segment's own stream: every use here is synchronous).
-    pub fn new(stream: GpuStream, base: DevicePtr, count: u32) -> DeviceWords {
+    /// holds (the segment's own stream: every use here is synchronous); a
+    /// waiter polls them back to back for `spin` before it pauses.
+    pub fn new(stream: GpuStream, base: DevicePtr, count: u32, spin: Duration) -> DeviceWords {
         DeviceWords {
             base,
             count,
@@ -123,24 +136,21 @@ impl DeviceWords {
             exchange: OnceLock::new(),
             serial: Mutex::new(()),
             bar: None,
+            spin,
+            landing: OnceLock::new(),
         }
     }
 
     /// Maps the words into this process through gdrcopy, so the owner's
-    /// CPU loads and stores them directly; a waiter polls them for `spin`
-    /// before it pauses between looks. On failure the words stay as they
-    /// were (reached with copies and stream writes).
+    /// CPU loads and stores them directly. On failure the words stay as
+    /// they were (reached with copies and stream writes).
     ///
     /// # Safety
     /// `base` must lie in a `GpuMemory` allocation (`CU_POINTER_ATTRIBUTE_SYNC_MEMOPS`
     /// set, pages of 64 KiB) holding at least [`mapped_len`]`(count)` bytes
     /// from `base`, on a GPU page boundary, and that allocation must be
     /// freed only after these words are dropped.
-    pub unsafe fn map_with_gdrcopy(
-        &mut self,
-        gdr: &Arc<Gdr>,
-        spin: Duration,
-    ) -> std::result::Result<(), GdrError> {
+    pub unsafe fn map_with_gdrcopy(&mut self, gdr: &Arc<Gdr>) -> std::result::Result<(), GdrError> {
         // SAFETY: the caller's contract is GdrMapping::new's.
         let mapping = unsafe { GdrMapping::new(gdr, self.base, mapped_len(self.count))? };
         tracing::debug!(
@@ -148,7 +158,7 @@ impl DeviceWords {
             write_combined = mapping.is_write_combined(),
             "notification words mapped through gdrcopy"
         );
-        self.bar = Some((mapping, spin));
+        self.bar = Some(mapping);
         Ok(())
     }
 
@@ -162,57 +172,94 @@ impl DeviceWords {
     /// fenced: it reaches the GPU after every earlier store of this thread.
     pub fn store(&self, id: u32, value: u32) -> bool {
         match &self.bar {
-            Some((bar, _)) => bar.write_u32(id as usize, value),
+            Some(bar) => bar.write_u32(id as usize, value),
             None => false,
         }
     }
 
     /// The first non-zero word of `begin..begin + num` (checked by the
-    /// caller), read with one device-to-host copy.
+    /// caller), read with loads through a gdrcopy mapping or with one
+    /// device-to-host copy.
     pub fn scan(&self, begin: u32, num: u32) -> Result<Option<u32>> {
         debug_assert!(begin as u64 + num as u64 <= self.count as u64);
-        if let Some((bar, _)) = self.bar.as_ref().filter(|_| num <= BAR_SCAN_MAX) {
+        if let Some(bar) = self.bar.as_ref().filter(|_| num <= BAR_SCAN_MAX) {
             return Ok(
                 (begin..begin + num).find(|&id| bar.read_u32(id as usize).is_some_and(|v| v != 0))
             );
         }
+        let src = self.base + 4 * begin as u64;
+        let landing = match self.landing() {
+            Some(l) if num <= LANDING_WORDS => l.try_lock().ok(),
+            _ => None,
+        };
+        if let Some(landing) = landing {
+            // SAFETY: the range lies within the words (checked by the
+            // caller), which live as long as the segment; the landing
+            // buffer holds LANDING_WORDS words, is ours while the lock is
+            // held, and the copy is complete when the call returns.
+            unsafe {
+                gpu::copy_unified_blocking(
+                    &self.stream,
+                    landing.host_ptr() as DevicePtr,
+                    src,
+                    4 * num as usize,
+                )?
+            };
+            let words = &landing.as_atomic_u32s()[..num as usize];
+            return Ok(words
+                .iter()
+                .position(|w| w.load(std::sync::atomic::Ordering::Acquire) != 0)
+                .map(|i| begin + i as u32));
+        }
         let mut words = vec![0u32; num as usize];
-        // SAFETY: the range lies within the words (checked by the caller),
-        // which live as long as the segment; `words` holds num u32 and the
-        // copy is complete when the call returns.
+        // SAFETY: as above; `words` holds num u32.
         unsafe {
             gpu::copy_unified_blocking(
                 &self.stream,
                 words.as_mut_ptr() as DevicePtr,
-                self.base + 4 * begin as u64,
+                src,
                 4 * num as usize,
             )?
         };
         Ok(words.iter().position(|&w| w != 0).map(|i| begin + i as u32))
     }
 
+    /// The pinned landing buffer of scans, made on first use; `None` where
+    /// it cannot be made (scans then copy into a vector).
+    fn landing(&self) -> Option<&Mutex<PinnedHostMemory>> {
+        self.landing
+            .get_or_init(|| {
+                PinnedHostMemory::alloc(self.stream.context().device(), 4 * LANDING_WORDS as usize)
+                    .map(Mutex::new)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .ok()
+    }
+
     /// Waits for one of the words `begin..begin + num` (checked by the
     /// caller) to become non-zero; `None` once `deadline` passed. Nothing
-    /// can wake a CPU waiter here, so it polls (with loads through a
-    /// gdrcopy mapping for the spin time first, if there is one; with
-    /// copies otherwise), pausing a little longer each time (up to 100 us)
-    /// so that a long wait costs little.
+    /// can wake a CPU waiter here, so it polls: back to back for the spin
+    /// time (loads through a gdrcopy mapping where there is one, copies
+    /// otherwise), then pausing a little longer each time (up to 100 us)
+    /// so that a long wait costs little. A pause is a sleep, and the
+    /// shortest sleep lasts the kernel's timer slack (50 us by default):
+    /// pausing from the first miss on made every host-driven round trip
+    /// cost that (decision 0037).
     pub fn wait(&self, begin: u32, num: u32, deadline: Option<Instant>) -> Result<Option<u32>> {
-        if let Some((_, spin)) = &self.bar {
-            let spin_until = Instant::now() + *spin;
-            loop {
-                if let Some(id) = self.scan(begin, num)? {
-                    return Ok(Some(id));
-                }
-                let now = Instant::now();
-                if deadline.is_some_and(|d| now >= d) {
-                    return Ok(None);
-                }
-                if now >= spin_until {
-                    break;
-                }
-                std::hint::spin_loop();
+        let spin_until = Instant::now() + self.spin;
+        loop {
+            if let Some(id) = self.scan(begin, num)? {
+                return Ok(Some(id));
             }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            if now >= spin_until {
+                break;
+            }
+            std::hint::spin_loop();
         }
         let mut pause = Duration::from_micros(1);
         loop {
@@ -244,7 +291,7 @@ impl DeviceWords {
     /// returns the old value.
     pub fn reset(&self, id: u32) -> Result<u32> {
         use cudarc::driver::PushKernelArg;
-        if let Some((bar, _)) = &self.bar {
+        if let Some(bar) = &self.bar {
             // A word that reads 0 needs no exchange (see the module docs).
             if bar.read_u32(id as usize) == Some(0) {
                 return Ok(0);
