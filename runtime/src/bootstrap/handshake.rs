@@ -24,7 +24,7 @@ pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Handshakes pending at once; a new connection beyond them evicts the
 /// oldest (which, given the deadline, is the likeliest to be a stranger).
-const MAX_PENDING: usize = 64;
+pub(crate) const MAX_PENDING: usize = 64;
 
 /// The largest answer accepted before the key is proved: an endpoint is a
 /// few hundred bytes.
