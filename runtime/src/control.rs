@@ -390,8 +390,14 @@ impl Liveness {
         secs_up(self.user_timeout() + self.beat + self.check)
     }
 
+    /// The probe interval: one probe past the idle time, unanswered for
+    /// this long (at least `T`), ends the connection. A probe answered
+    /// only refreshes the last packet received every idle time, so the
+    /// last one before a cut may be that old; the interval makes up for
+    /// it. (With an interval of a sixth of `T`, a connection nobody sent
+    /// on died as early as `T - idle` after a cut: issue 24.)
     fn keepalive_interval_s(&self) -> libc::c_int {
-        secs_up(self.beat)
+        secs_up(self.user_timeout())
     }
 }
 
@@ -433,7 +439,12 @@ pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()
     set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, user_ms).map_err(failed)?;
     set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1).map_err(failed)?;
     set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, l.keepalive_idle_s()).map_err(failed)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, l.keepalive_interval_s()).map_err(failed)?;
+    set(
+        libc::IPPROTO_TCP,
+        libc::TCP_KEEPINTVL,
+        l.keepalive_interval_s(),
+    )
+    .map_err(failed)?;
     set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 6).map_err(failed)?;
     let rto_ms = l.rto_max().as_millis() as libc::c_int;
     if let Err(e) = set(libc::IPPROTO_TCP, TCP_RTO_MAX_MS, rto_ms) {
@@ -442,6 +453,35 @@ pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()
         tracing::debug!("TCP_RTO_MAX_MS not set ({e}): kernel before 6.11");
     }
     Ok(())
+}
+
+/// A heartbeat frame on `stream`, a connection this rank does not send
+/// its frames on (the peer's, when both connected at once), if nothing
+/// was sent on it for `quiet` and nothing waits in its send queue (so the
+/// frame goes whole or not at all: the queue is empty, and the frame is
+/// a few bytes). Only the progress engine writes such connections (this,
+/// and its goodbye at the end).
+pub(crate) fn beat_if_quiet(stream: &TcpStream, quiet: Duration, frame: &[u8]) {
+    let fd = stream.as_raw_fd();
+    if !since_last_sent(fd).is_some_and(|q| q >= quiet) {
+        return;
+    }
+    let mut queued: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one c_int, which `queued` is; the descriptor
+    // is the stream's, open while it is borrowed.
+    if unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) } != 0 || queued != 0 {
+        return;
+    }
+    // SAFETY: `frame` is valid for `frame.len()` bytes across the call;
+    // the descriptor is the stream's, open while it is borrowed.
+    unsafe {
+        libc::send(
+            fd,
+            frame.as_ptr().cast(),
+            frame.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
 }
 
 /// How long ago data was last sent on socket `fd` (`TCP_INFO`), `None`

@@ -20,7 +20,7 @@
 use crate::bootstrap::handshake::{Step, HANDSHAKE_TIMEOUT};
 use crate::bootstrap::Pending;
 use crate::context::Inner;
-use crate::control::ControlOut;
+use crate::control::{ControlOut, Urgency};
 use crate::error::{Error, Result};
 use crate::transport::tcp::serve as tcp;
 use crate::types::{Rank, RankState};
@@ -198,9 +198,7 @@ impl ProgressEngine {
             liveness: crate::control::Liveness::new(inner.config.peer_timeout),
             next_beat: Instant::now(),
             listener_ready: false,
-            strangers: crate::log_tally::Tally::new(
-                "connections dropped at the control listener",
-            ),
+            strangers: crate::log_tally::Tally::new("connections dropped at the control listener"),
         };
         for (rank, s) in readers {
             engine.add(rank, s)?;
@@ -301,15 +299,18 @@ impl Engine {
                 .iter()
                 .flatten()
                 .map(|p| p.until().saturating_duration_since(now) + Duration::from_millis(1))
-                .chain(std::iter::once(self.next_beat.saturating_duration_since(now)))
+                .chain(std::iter::once(
+                    self.next_beat.saturating_duration_since(now),
+                ))
                 .min();
             // A waiter reading the sockets itself (`waiter_progress.rs`)
             // makes the engine's spin redundant: it would only take a core.
-            let timeout = if quiet || !self.busy.is_empty() || self.listener_ready || now < spin_until {
-                Some(Duration::ZERO)
-            } else {
-                timeout
-            };
+            let timeout =
+                if quiet || !self.busy.is_empty() || self.listener_ready || now < spin_until {
+                    Some(Duration::ZERO)
+                } else {
+                    timeout
+                };
             // About to sleep: a waiter that leaves answers owed from now
             // on wakes us; what was left before, we send first.
             let asleep = timeout != Some(Duration::ZERO) && waiters.engine_sleeps();
@@ -362,10 +363,11 @@ impl Engine {
     }
 
     /// Every [`Liveness::check`](crate::control::Liveness): a heartbeat
-    /// on each connection this rank sends on and has sent nothing on for
-    /// a beat, so that a byte is always in flight soon after a peer's
-    /// host goes silent (decision 0033). A connection whose outbox holds
-    /// bytes has them in flight already.
+    /// on each connection that nothing was sent on for a beat, so that a
+    /// byte is always in flight soon after a peer's host goes silent
+    /// (decision 0033): on the connection this rank sends on, through its
+    /// outbox (one that holds bytes has them in flight already); on one
+    /// that only carries the peer's frames, directly.
     fn beat(&mut self) {
         let now = Instant::now();
         if now < self.next_beat {
@@ -379,18 +381,24 @@ impl Engine {
             self.accept();
         }
         let inner = &*self.inner;
-        for r in (0..inner.size).map(Rank) {
-            let Some(out) = inner.peers[r.0 as usize].control.get() else {
-                continue;
-            };
-            if r == inner.rank || !inner.peer_healthy(r) || out.has_queued() {
+        let Ok(frame) = crate::wire::encode(&Message::Heartbeat) else {
+            return;
+        };
+        for conn in self.conns.iter().flatten() {
+            let r = conn.rank;
+            if !inner.peer_healthy(r) {
                 continue;
             }
-            if out
-                .since_last_sent()
-                .is_some_and(|quiet| quiet >= self.liveness.beat)
-            {
-                let _ = inner.send(r, &Message::Heartbeat);
+            match inner.peers[r.0 as usize].control.get() {
+                Some(out) if out.is(&conn.stream) => {
+                    let quiet = out
+                        .since_last_sent()
+                        .is_some_and(|q| q >= self.liveness.beat);
+                    if quiet && !out.has_queued() {
+                        let _ = inner.send_frame_by(r, &frame, Urgency::Now, "heartbeat");
+                    }
+                }
+                _ => crate::control::beat_if_quiet(&conn.stream, self.liveness.beat, &frame),
             }
         }
     }

@@ -147,7 +147,8 @@ mod tests {
         // The "peer" is this very process: cross-memory attach works on self.
         let mut buf = vec![0u8; 4096];
         let pm =
-            ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), buf.len()).unwrap()).unwrap();
+            ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), buf.len()).unwrap())
+                .unwrap();
         pm.write(10, b"hello").unwrap();
         let mut back = [0u8; 5];
         pm.read(10, &mut back).unwrap();
@@ -159,7 +160,8 @@ mod tests {
     #[test]
     fn ranges_outside_the_region_are_refused_and_change_nothing() {
         let buf = [5u8; 64];
-        let pm = ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), 64).unwrap()).unwrap();
+        let pm =
+            ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), 64).unwrap()).unwrap();
         for (off, len) in [(60usize, 8usize), (64, 1), (usize::MAX, 1), (1, usize::MAX)] {
             let data = vec![9u8; len.min(8)];
             let r = if len > 8 {

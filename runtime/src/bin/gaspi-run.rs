@@ -4,9 +4,7 @@
 //! `gaspi::launcher`'s ssh module); users do not call it.
 
 use clap::Parser;
-use gaspi::launcher::{
-    agent, is_this_host, launch, read_hostfile, AgentOptions, LaunchOptions,
-};
+use gaspi::launcher::{agent, is_this_host, launch, read_hostfile, AgentOptions, LaunchOptions};
 use std::ffi::OsString;
 use std::time::Duration;
 
