@@ -487,6 +487,11 @@ impl Running {
         }
     }
 
+    /// Bytes of standard error read so far (lines and their ends).
+    pub fn stderr_len(&self) -> usize {
+        self.stderr.iter().map(|l| l.len() + 1).sum()
+    }
+
     /// Sends signal `sig` to the process (not its group).
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child, not yet reaped (the Child is
