@@ -499,6 +499,14 @@ impl Running {
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
 
+    /// Sends signal `sig` to the process's whole group (as `timeout` and
+    /// a terminal's Ctrl-C do).
+    pub fn signal_group(&self, sig: i32) {
+        // SAFETY: kill(2) on the process group this child leads (created by
+        // `process_group(0)`); it holds the job's processes only.
+        unsafe { libc::kill(-(self.child.id() as i32), sig) };
+    }
+
     fn kill_group(&mut self) {
         // SAFETY: kill(2) on the process group this child leads (created by
         // `process_group(0)`); it holds the job's processes only.

@@ -274,6 +274,10 @@ pub(super) fn launch_remote(opts: &LaunchOptions) -> Result<i32> {
         let mut cmd = if is_this_host(hosts[h].address()) {
             let mut cmd = Command::new(&remote[0]);
             cmd.args(&remote[1..]);
+            // What ssh would not have carried over from this environment.
+            for k in NOT_FORWARDED {
+                cmd.env_remove(k);
+            }
             cmd
         } else {
             let mut cmd = Command::new(&ssh[0]);
