@@ -463,7 +463,7 @@ pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()
 /// and its goodbye at the end).
 pub(crate) fn beat_if_quiet(stream: &TcpStream, quiet: Duration, frame: &[u8]) {
     let fd = stream.as_raw_fd();
-    if !since_last_sent(fd).is_some_and(|q| q >= quiet) {
+    if since_last_sent(fd).is_none_or(|q| q < quiet) {
         return;
     }
     let mut queued: libc::c_int = 0;

@@ -42,6 +42,11 @@ fn finish(ranks: Vec<Running>, timeout: Duration) -> Vec<Outcome> {
 /// back. Before the fix every rank got PeerDead about 2/3 of the timeout
 /// after the cut (the kernel measured the silence from the last packet
 /// received, up to the keep-alive idle time before the cut).
+///
+/// The partition's length is the test's to keep: where the machine is so
+/// loaded that the link came back only after 0.8 x the timeout (past what
+/// decision 0033 promises for this timeout), that attempt proves nothing
+/// and the scenario runs again, three times at most.
 #[test]
 fn a_partition_shorter_than_the_peer_timeout_after_a_quiet_spell_costs_only_timeouts() {
     let name = "a_partition_shorter_than_the_peer_timeout_after_a_quiet_spell_costs_only_timeouts";
@@ -49,53 +54,66 @@ fn a_partition_shorter_than_the_peer_timeout_after_a_quiet_spell_costs_only_time
         Ok(h) => h,
         Err(why) => return skip(name, &why),
     };
-    let dir = TempDir::new("partition");
-    let (cut_file, heal_file) = (dir.path().join("cut"), dir.path().join("heal"));
-    let timeout = PEER_TIMEOUT_MS.to_string();
-    let cmds = commands_on_hosts(
-        &hosts,
-        &[0, 0, 1, 1],
-        &bin(),
-        &[
-            "partition",
-            "--cut-file",
-            &cut_file.to_string_lossy(),
-            "--heal-file",
-            &heal_file.to_string_lossy(),
-        ],
-        &[("GASPI_PEER_TIMEOUT_MS", &timeout)],
-    );
-    let mut ranks = start(cmds, &fresh_tag());
-    for r in ranks.iter_mut() {
-        r.wait_for_lines("ready", 1, Duration::from_secs(60));
-    }
-    std::thread::sleep(QUIET_BEFORE_CUT);
-    hosts.cut(1);
-    let cut_at = Instant::now();
-    std::fs::write(&cut_file, b"cut").expect("writing the cut file");
-    std::thread::sleep(
-        Duration::from_millis(PEER_TIMEOUT_MS * 3 / 4).saturating_sub(cut_at.elapsed()),
-    );
-    hosts.heal(1);
-    let healed_after = cut_at.elapsed();
-    std::fs::write(&heal_file, b"heal").expect("writing the heal file");
-    let outs = finish(ranks, Duration::from_secs(90));
-    eprintln!("{name}: partition of {healed_after:?}");
-    for o in &outs {
-        o.assert_success();
-        assert_eq!(
-            o.stdout_lines_with("ok partition healed"),
-            1,
-            "{}",
-            o.dump()
+    for attempt in 1..=3 {
+        let dir = TempDir::new("partition");
+        let (cut_file, heal_file) = (dir.path().join("cut"), dir.path().join("heal"));
+        let timeout = PEER_TIMEOUT_MS.to_string();
+        let cmds = commands_on_hosts(
+            &hosts,
+            &[0, 0, 1, 1],
+            &bin(),
+            &[
+                "partition",
+                "--cut-file",
+                &cut_file.to_string_lossy(),
+                "--heal-file",
+                &heal_file.to_string_lossy(),
+            ],
+            &[("GASPI_PEER_TIMEOUT_MS", &timeout)],
         );
+        let mut ranks = start(cmds, &fresh_tag());
+        for r in ranks.iter_mut() {
+            r.wait_for_lines("ready", 1, Duration::from_secs(60));
+        }
+        std::thread::sleep(QUIET_BEFORE_CUT);
+        // Taken before the cut and after the heal: the partition lasted
+        // at most `healed_after`.
+        let cut_at = Instant::now();
+        hosts.cut(1);
+        std::fs::write(&cut_file, b"cut").expect("writing the cut file");
+        std::thread::sleep(
+            Duration::from_millis(PEER_TIMEOUT_MS * 3 / 4).saturating_sub(cut_at.elapsed()),
+        );
+        hosts.heal(1);
+        let healed_after = cut_at.elapsed();
+        std::fs::write(&heal_file, b"heal").expect("writing the heal file");
+        if healed_after > Duration::from_millis(PEER_TIMEOUT_MS * 4 / 5) {
+            eprintln!(
+                "{name}: attempt {attempt}: the link came back only after {healed_after:?} (loaded machine); again"
+            );
+            drop(ranks);
+            continue;
+        }
+        let outs = finish(ranks, Duration::from_secs(90));
+        eprintln!("{name}: partition of at most {healed_after:?}");
+        for o in &outs {
+            o.assert_success();
+            assert_eq!(
+                o.stdout_lines_with("ok partition healed"),
+                1,
+                "{}",
+                o.dump()
+            );
+        }
+        let timeouts = figures(&outs[0], "timeouts");
+        assert!(
+            timeouts.len() == 1 && timeouts[0].1 > 0,
+            "rank 0's calls across the partition did not time out:\n{}",
+            outs[0].dump()
+        );
+        return;
     }
-    let timeouts = figures(&outs[0], "timeouts");
-    assert!(
-        timeouts.len() == 1 && timeouts[0].1 > 0,
-        "rank 0's calls across the partition did not time out:\n{}",
-        outs[0].dump()
-    );
+    panic!("{name}: in three attempts the machine never let the link come back in time");
 }
 
 /// A host cut off for good, every connection quiet before the cut: each
@@ -153,11 +171,6 @@ fn a_host_cut_off_after_a_quiet_spell_is_declared_dead_no_earlier_than_the_peer_
         let dead = figures(o, "dead_rank");
         assert!(at.len() == 1 && dead.len() == 1, "{}", o.dump());
         let after = at[0].1.saturating_sub(cut_at);
-        eprintln!(
-            "{name}: rank {r} marked rank {} dead {} ms after the cut",
-            dead[0].1,
-            after / 1000
-        );
         assert_ne!(
             place[dead[0].1 as usize],
             place[r],
