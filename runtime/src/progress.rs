@@ -608,29 +608,27 @@ impl Engine {
     }
 
     /// Starts the handshake of an accepted connection. With
-    /// [`MAX_PENDING`] handshakes pending, the oldest makes room if it has
-    /// had [`EVICTABLE_AFTER`] to answer (a rank answers at once);
-    /// otherwise the newcomer is closed at once (a rank tries again,
-    /// `bootstrap::connect_peer`). A stranger thus holds at most
-    /// `MAX_PENDING` descriptors, each for at most the handshake deadline.
+    /// [`MAX_PENDING`] handshakes pending, one makes room: the oldest of
+    /// the address that holds the most of them when the newcomer comes
+    /// from another address (a flood from one place cannot lock others
+    /// out), else the oldest of all if it has had [`EVICTABLE_AFTER`] to
+    /// answer (a rank answers at once); otherwise the newcomer is closed at
+    /// once (a rank tries again, `bootstrap::connect_peer`). A stranger
+    /// thus holds at most `MAX_PENDING` descriptors, each for at most the
+    /// handshake deadline (decision 0034).
     fn admit(&mut self, s: TcpStream, addr: std::net::SocketAddr) {
         if self.pending.iter().flatten().count() >= MAX_PENDING {
-            let oldest = (0..self.pending.len())
-                .filter_map(|k| Some((k, self.pending[k].as_ref()?.until())))
-                .min_by_key(|&(_, until)| until);
-            let Some((slot, until)) = oldest else { return };
-            let started = until.checked_sub(HANDSHAKE_TIMEOUT).unwrap_or(until);
-            if started.elapsed() < EVICTABLE_AFTER {
+            let Some(slot) = self.room_for(addr.ip()) else {
                 self.strangers.warn(format_args!(
                     "control listener: {MAX_PENDING} handshakes pending; a connection from {addr} closed at once"
                 ));
                 return;
-            }
+            };
             // It may have answered since it was last looked at.
             self.advance_handshake(slot);
             if let Some(p) = self.drop_pending(slot) {
                 self.strangers.warn(format_args!(
-                    "control listener: {MAX_PENDING} handshakes pending; dropped the oldest, from {}",
+                    "control listener: {MAX_PENDING} handshakes pending; dropped one from {} for one from {addr}",
                     p.peer()
                 ));
             }
@@ -663,6 +661,45 @@ impl Engine {
         }
         self.pending[slot] = Some(p);
         self.advance_handshake(slot);
+    }
+
+    /// The pending handshake to drop for a newcomer from `from` (see
+    /// [`Self::admit`]), if any may be.
+    fn room_for(&self, from: std::net::IpAddr) -> Option<usize> {
+        let ip_of = |p: &Pending| {
+            p.peer()
+                .parse::<std::net::SocketAddr>()
+                .ok()
+                .map(|a| a.ip())
+        };
+        let live: Vec<(usize, Option<std::net::IpAddr>, Instant)> = (0..self.pending.len())
+            .filter_map(|k| {
+                let p = self.pending[k].as_ref()?;
+                Some((k, ip_of(p), p.until()))
+            })
+            .collect();
+        let mut busiest: Option<(Option<std::net::IpAddr>, usize)> = None;
+        for &(_, ip, _) in &live {
+            let n = live.iter().filter(|e| e.1 == ip).count();
+            if busiest.is_none_or(|(_, m)| n > m) {
+                busiest = Some((ip, n));
+            }
+        }
+        let oldest_of = |ip: Option<Option<std::net::IpAddr>>| {
+            live.iter()
+                .filter(|e| ip.is_none_or(|ip| e.1 == ip))
+                .min_by_key(|e| e.2)
+                .copied()
+        };
+        match busiest {
+            Some((ip, n)) if n > 1 && ip != Some(from) => oldest_of(Some(ip)).map(|e| e.0),
+            _ => oldest_of(None)
+                .filter(|e| {
+                    let started = e.2.checked_sub(HANDSHAKE_TIMEOUT).unwrap_or(e.2);
+                    started.elapsed() >= EVICTABLE_AFTER
+                })
+                .map(|e| e.0),
+        }
     }
 
     fn drop_pending(&mut self, slot: usize) -> Option<Pending> {

@@ -66,11 +66,14 @@ enum Cmd {
         #[arg(long)]
         stop_file: PathBuf,
     },
-    /// Four ranks create and delete segments of the whole group, write a
-    /// ring and run allreduce and barrier, round after round, checking
-    /// every value, until `stop_file` exists and at least `min_rounds`
-    /// rounds are done. Rank `report` prints `ready` after the first round.
+    /// Four ranks print `ready` once started, wait for `go_file`, then
+    /// create and delete segments of the whole group (the first create
+    /// connects every pair), write a ring and run allreduce and barrier,
+    /// round after round, checking every value, until `stop_file` exists
+    /// and at least `min_rounds` rounds are done.
     Busy {
+        #[arg(long)]
+        go_file: PathBuf,
         #[arg(long)]
         stop_file: PathBuf,
         #[arg(long, default_value_t = 5)]
@@ -113,9 +116,10 @@ fn main() {
         } => partition(&cut_file, &heal_file),
         Cmd::Cut { stop_file } => cut(&stop_file),
         Cmd::Busy {
+            go_file,
             stop_file,
             min_rounds,
-        } => busy(&stop_file, min_rounds),
+        } => busy(&go_file, &stop_file, min_rounds),
         Cmd::Flood {
             addr,
             count,
@@ -320,9 +324,11 @@ fn cut(stop_file: &Path) -> Res {
     std::process::exit(0);
 }
 
-fn busy(stop_file: &Path, min_rounds: u64) -> Res {
+fn busy(go_file: &Path, stop_file: &Path, min_rounds: u64) -> Res {
     let g = init()?;
     let (me, n) = (g.rank().0, g.size());
+    say(&g, "ready");
+    wait_file(go_file, &g, true)?;
     let mut round = 0u64;
     while round < min_rounds || !stop_file.exists() {
         ensure!(round < 100_000, "never stopped");
@@ -354,9 +360,6 @@ fn busy(stop_file: &Path, min_rounds: u64) -> Res {
         g.segment_delete(id)?;
         g.barrier(Group::ALL, LONG)?;
         round += 1;
-        if round == 1 {
-            say(&g, "ready");
-        }
     }
     g.barrier(Group::ALL, LONG)?;
     say(&g, format!("ok busy rounds={round}"));
@@ -378,6 +381,8 @@ fn flood(addr: std::net::SocketAddr, count: usize, hold_file: &Path) -> Res {
     }
     let mut held = Vec::with_capacity(count);
     let mut failed = 0usize;
+    println!("connecting");
+    let _ = std::io::stdout().flush();
     for _ in 0..count {
         match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
             Ok(s) => held.push(s),

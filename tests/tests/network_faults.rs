@@ -208,7 +208,8 @@ fn stderr_bytes(r: &mut Running) -> usize {
 
 /// 2,000 connections that never say anything, opened from a third host to
 /// the control port of a running rank whose descriptor limit is 1,024,
-/// while the job creates and deletes segments and runs collectives: the
+/// while the job creates and deletes segments and runs collectives (its
+/// first create connects the victim's peers to it during the flood): the
 /// job finishes correctly, the rank holds a bounded number of descriptors
 /// and its log grows by less than 100 KiB. Before the fix the rank kept
 /// every pending handshake: EMFILE, and the job's segment_create failed
@@ -222,12 +223,22 @@ fn two_thousand_silent_strangers_at_a_running_rank_cost_it_few_descriptors_and_l
         Err(why) => return skip(name, &why),
     };
     let dir = TempDir::new("strangers");
-    let (stop_file, hold_file) = (dir.path().join("stop"), dir.path().join("hold"));
+    let (go_file, stop_file, hold_file) = (
+        dir.path().join("go"),
+        dir.path().join("stop"),
+        dir.path().join("hold"),
+    );
     let mut cmds = commands_on_hosts(
         &hosts,
         &[0, 0, 1, 1],
         &bin(),
-        &["busy", "--stop-file", &stop_file.to_string_lossy()],
+        &[
+            "busy",
+            "--go-file",
+            &go_file.to_string_lossy(),
+            "--stop-file",
+            &stop_file.to_string_lossy(),
+        ],
         &[],
     );
     const VICTIM: usize = 1;
@@ -286,6 +297,10 @@ fn two_thousand_silent_strangers_at_a_running_rank_cost_it_few_descriptors_and_l
         &hold_file.to_string_lossy(),
     ]);
     let mut flood = Running::spawn(flood, &tag);
+    // The job starts as the strangers come: its first segment_create
+    // connects every pair, the victim's peers at its door among them.
+    flood.wait_for_lines("connecting", 1, Duration::from_secs(60));
+    std::fs::write(&go_file, b"go").expect("writing the go file");
     flood.wait_for_lines("flooded", 1, Duration::from_secs(180));
     // Held past the handshake deadline (5 s) while the job goes on.
     std::thread::sleep(Duration::from_secs(6));
