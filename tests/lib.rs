@@ -487,11 +487,24 @@ impl Running {
         }
     }
 
+    /// Bytes of standard error read so far (lines and their ends).
+    pub fn stderr_len(&self) -> usize {
+        self.stderr.iter().map(|l| l.len() + 1).sum()
+    }
+
     /// Sends signal `sig` to the process (not its group).
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child, not yet reaped (the Child is
         // alive and not waited for), so the pid cannot have been reused.
         unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Sends signal `sig` to the process's whole group (as `timeout` and
+    /// a terminal's Ctrl-C do).
+    pub fn signal_group(&self, sig: i32) {
+        // SAFETY: kill(2) on the process group this child leads (created by
+        // `process_group(0)`); it holds the job's processes only.
+        unsafe { libc::kill(-(self.child.id() as i32), sig) };
     }
 
     fn kill_group(&mut self) {
@@ -1064,4 +1077,86 @@ impl Drop for Sshd {
             let _ = d.wait();
         }
     }
+}
+
+/// A fresh job key (64 hex digits).
+pub fn job_key() -> String {
+    (0..32)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}
+
+/// The commands of a job whose rank `r` runs on host `place[r]` of
+/// `hosts`, started directly with the variables gaspi-run would give it
+/// (rank 0's host holds the rendezvous), `env` set for every rank and the
+/// log filter `GASPI_TEST_LOG` (default `info`).
+pub fn commands_on_hosts(
+    hosts: &NetNamespaces,
+    place: &[usize],
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<Command> {
+    let n = place.len();
+    let key = job_key();
+    let rendezvous = format!("{}:47123", hosts.addrs[place[0]]);
+    (0..n)
+        .map(|r| {
+            let host = place[r];
+            let local: Vec<usize> = (0..n).filter(|&q| place[q] == host).collect();
+            let mut cmd = hosts.command(host, program);
+            clean_env(&mut cmd);
+            cmd.env("GASPI_RANK", r.to_string())
+                .env("GASPI_SIZE", n.to_string())
+                .env(
+                    "GASPI_LOCAL_RANK",
+                    local.iter().position(|&q| q == r).unwrap_or(0).to_string(),
+                )
+                .env("GASPI_LOCAL_SIZE", local.len().to_string())
+                .env("GASPI_RENDEZVOUS", &rendezvous)
+                .env("GASPI_JOB_KEY", &key)
+                .env(
+                    "GASPI_LOG",
+                    std::env::var("GASPI_TEST_LOG").unwrap_or_else(|_| "info".into()),
+                )
+                .args(args);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd
+        })
+        .collect()
+}
+
+impl NetNamespaces {
+    /// Puts host `i` back on the network after [`NetNamespaces::cut`].
+    pub fn heal(&self, i: usize) {
+        let port = format!("port{i}");
+        let ok = Command::new("ip")
+            .args(["-n", &self.switch, "link", "set", &port, "up"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "could not put host {i} back");
+    }
+}
+
+/// Every value of figure `name` in `out`'s standard output (lines
+/// `rank R: figure NAME=VALUE`), with the rank that printed it.
+pub fn figures(out: &Outcome, name: &str) -> Vec<(u32, u128)> {
+    let key = format!("figure {name}=");
+    out.stdout
+        .lines()
+        .filter_map(|l| {
+            let (rank, rest) = l.strip_prefix("rank ")?.split_once(": ")?;
+            let value = rest.strip_prefix(&key)?;
+            Some((rank.parse().ok()?, value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Microseconds since the Unix epoch (the clock the ranks' figures use).
+pub fn unix_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
 }

@@ -122,11 +122,15 @@ pub struct Config {
     /// (`owner`, the default: exact whatever else touches the word).
     pub net_atomics_nic: bool,
     /// How long a peer's host may leave this rank's traffic unanswered
-    /// (no acknowledgement of data sent, no answer to keep-alive probes)
-    /// before the peer is declared dead (`GASPI_PEER_TIMEOUT_MS`, default
-    /// [`DEFAULT_PEER_TIMEOUT`]). The answers come from the peer's kernel,
-    /// not its process: a stopped or busy rank is never declared dead by
-    /// it, only a host that is gone or cut off (decision 0018).
+    /// (no acknowledgement of data or heartbeats sent) before the peer is
+    /// declared dead (`GASPI_PEER_TIMEOUT_MS`, default
+    /// [`DEFAULT_PEER_TIMEOUT`], at least 1 s). The answers come from the
+    /// peer's kernel, not its process: a stopped or busy rank is never
+    /// declared dead by it, only a host that is gone or cut off (decision
+    /// 0018). Measured from the moment the host went silent, whatever the
+    /// connection did before: death is declared no earlier than this after
+    /// a cut and about 1.2 times it at most; a shorter partition costs only
+    /// timeouts (decision 0033).
     pub peer_timeout: Duration,
 }
 

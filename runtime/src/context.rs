@@ -83,6 +83,8 @@ pub(crate) struct Inner {
     pub relayed_ends: Mutex<Vec<Rank>>,
     /// Wakes the progress engine.
     pub engine_waker: OnceLock<Arc<mio::Waker>>,
+    /// Sweeps of every connection asked of the engine (`term`).
+    pub sweeps: crate::progress::Sweeps,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
     failures: AtomicU64,
     /// Calls, bytes and waiting time (see `stats.rs`).
@@ -116,6 +118,9 @@ pub(crate) struct Inner {
 /// How long `term` waits for its goodbyes to reach peers that do not
 /// read (stopped ones); past it the rank leaves anyway.
 const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
+/// How long `term` waits for the progress engine to read every connection
+/// before its goodbye (the engine never blocks: milliseconds).
+const SWEEP_BOUND: Duration = Duration::from_millis(500);
 
 const HEALTHY: u8 = 0;
 const TERMINATED: u8 = 1;
@@ -721,9 +726,10 @@ impl Gaspi {
         let control = listener
             .local_addr()
             .map_err(|e| Error::io("control listener address", e))?;
+        let me_host = HostId::current()?;
         let me = Endpoint {
             rank: rank.0,
-            host: HostId::current(),
+            host: me_host.clone(),
             hostname: nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_default(),
@@ -750,7 +756,7 @@ impl Gaspi {
             }
             by_rank
         };
-        let here = HostId::current();
+        let here = me_host.clone();
         let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
         let tcp = Arc::new(TcpTransport::default());
         let tcp_dyn: Arc<dyn Transport> = tcp.clone();
@@ -821,6 +827,7 @@ impl Gaspi {
             made_connections: Mutex::new(Vec::new()),
             relayed_ends: Mutex::new(Vec::new()),
             engine_waker: OnceLock::new(),
+            sweeps: Default::default(),
             failures: AtomicU64::new(0),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
@@ -885,6 +892,10 @@ impl Gaspi {
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
+        // Deaths this rank can see go out before its goodbye: a call that
+        // failed naming a dead rank may have seen a send fail before the
+        // engine read that rank's end (decision 0018).
+        self.inner.sweeps.sweep(&self.inner, SWEEP_BOUND);
         // Goodbye to every peer this rank is connected to (the engine says
         // it on the connections that only carry the peers' frames).
         for r in 0..self.inner.size {

@@ -236,6 +236,14 @@ impl ControlOut {
         Ok(out.held)
     }
 
+    /// How long ago data was last sent on the connection (the heartbeat
+    /// of [`Liveness`]); `None` where the kernel does not say.
+    pub fn since_last_sent(&self) -> Option<Duration> {
+        // The descriptor belongs to the outbox's stream, which lives as
+        // long as `self`.
+        since_last_sent(self.fd)
+    }
+
     /// Whether this is the writing side of `stream`.
     pub fn is(&self, stream: &Arc<TcpStream>) -> bool {
         Arc::ptr_eq(
@@ -320,18 +328,93 @@ fn send_slices<'a>(
     }
 }
 
-/// Has the kernel declare the connection dead when the peer's host leaves
-/// data unacknowledged, or keep-alive probes unanswered, for `timeout`:
-/// the heartbeat of decision 0018. The peer's kernel answers both, so a
-/// stopped process does not trip it, while a host that is powered off or
-/// cut from the network does; the progress engine then sees the
-/// connection fail and marks the rank dead.
+/// How a control connection tells a peer that is gone from one that is
+/// only silent (decision 0033), all derived from `GASPI_PEER_TIMEOUT_MS`
+/// (`T`).
+///
+/// The kernel decides, since the peer's kernel answers whatever its
+/// process does (a stopped rank is slow, not dead): with
+/// `TCP_USER_TIMEOUT` set to [`Liveness::user_timeout`] it fails the
+/// connection once data it sent stays unacknowledged that long. What it
+/// measures from is the first unacknowledged byte, so the progress engine
+/// keeps a byte in flight: on a connection it has sent nothing on for
+/// [`Liveness::beat`] it sends a heartbeat (looking every
+/// [`Liveness::check`]). After a cut the first byte left unanswered was
+/// sent at most `beat + check` after it (or just before it), so the peer
+/// is declared dead no earlier than `T` after the cut and no later than
+/// about `1.2 T` after it, whatever the connection did before. (Keep-alive
+/// alone measured from the last packet received, up to its idle time
+/// before the cut: a 0.7 T partition killed idle connections.)
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Liveness {
+    /// `T`.
+    pub timeout: Duration,
+    /// A connection nothing was sent on for this long gets a heartbeat.
+    pub beat: Duration,
+    /// How often the engine looks for such connections.
+    pub check: Duration,
+}
+
+impl Liveness {
+    /// The timing for a peer timeout of `timeout` (at least 1 s).
+    pub fn new(timeout: Duration) -> Liveness {
+        let timeout = timeout.max(Duration::from_secs(1));
+        Liveness {
+            timeout,
+            beat: timeout / 8,
+            check: timeout / 16,
+        }
+    }
+
+    /// `TCP_USER_TIMEOUT`: `T` and a margin of `T / 32` for the round trip
+    /// of a byte sent just before a cut, whose answer the cut took.
+    pub fn user_timeout(&self) -> Duration {
+        self.timeout + self.timeout / 32
+    }
+
+    /// The longest wait between two retransmissions (`TCP_RTO_MAX_MS`,
+    /// Linux 6.11 and later; the kernel's floor is 1 s): once a partition
+    /// heals, the next retransmission comes within this, not after an
+    /// exponential backoff that may end past the user timeout (a 60 s cut
+    /// would be fatal to a 90 s timeout: the retry after it comes at about
+    /// 102 s).
+    pub fn rto_max(&self) -> Duration {
+        (self.timeout / 8).clamp(Duration::from_secs(1), Duration::from_secs(120))
+    }
+
+    /// Keep-alive, a backstop for a connection whose heartbeats stop (an
+    /// engine held up): probes start only after the user timeout and a
+    /// beat of silence, so they never end a connection before `T` after
+    /// a cut either.
+    fn keepalive_idle_s(&self) -> libc::c_int {
+        secs_up(self.user_timeout() + self.beat + self.check)
+    }
+
+    /// The probe interval: one probe past the idle time, unanswered for
+    /// this long (at least `T`), ends the connection. A probe answered
+    /// only refreshes the last packet received every idle time, so the
+    /// last one before a cut may be that old; the interval makes up for
+    /// it. (With an interval of a sixth of `T`, a connection nobody sent
+    /// on died as early as `T - idle` after a cut: issue 24.)
+    fn keepalive_interval_s(&self) -> libc::c_int {
+        secs_up(self.user_timeout())
+    }
+}
+
+/// `d` in whole seconds, rounded up, at least 1.
+fn secs_up(d: Duration) -> libc::c_int {
+    d.as_millis().div_ceil(1000).clamp(1, i32::MAX as u128) as libc::c_int
+}
+
+/// `TCP_RTO_MAX_MS` (Linux 6.11); not in every `libc` crate yet.
+const TCP_RTO_MAX_MS: libc::c_int = 44;
+
+/// Sets the liveness options of decision 0033 on a control connection
+/// (see [`Liveness`]): the peer is declared dead when what this rank sends
+/// it stays unacknowledged for the user timeout; the progress engine
+/// then sees the connection fail and marks the rank dead.
 pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()> {
-    let ms = timeout.as_millis().clamp(1000, u32::MAX as u128) as libc::c_int;
-    // Probe after a third of the time idle, then every sixth: the user
-    // timeout, not the probe count, decides.
-    let idle = (ms / 3000).max(1);
-    let interval = (ms / 6000).max(1);
+    let l = Liveness::new(timeout);
     let fd = stream.as_raw_fd();
     let set = |level: libc::c_int, name: libc::c_int, value: libc::c_int| {
         // SAFETY: `fd` is an open TCP socket (borrowed from `stream` for
@@ -348,17 +431,78 @@ pub(crate) fn watch_liveness(stream: &TcpStream, timeout: Duration) -> Result<()
         if rc == 0 {
             Ok(())
         } else {
-            Err(Error::io(
-                "setting the liveness options of a control socket",
-                std::io::Error::last_os_error(),
-            ))
+            Err(std::io::Error::last_os_error())
         }
     };
-    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, interval)?;
-    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 6)?;
-    set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
+    let failed = |e| Error::io("setting the liveness options of a control socket", e);
+    let user_ms = l.user_timeout().as_millis().min(i32::MAX as u128) as libc::c_int;
+    set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, user_ms).map_err(failed)?;
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1).map_err(failed)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, l.keepalive_idle_s()).map_err(failed)?;
+    set(
+        libc::IPPROTO_TCP,
+        libc::TCP_KEEPINTVL,
+        l.keepalive_interval_s(),
+    )
+    .map_err(failed)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 6).map_err(failed)?;
+    let rto_ms = l.rto_max().as_millis() as libc::c_int;
+    if let Err(e) = set(libc::IPPROTO_TCP, TCP_RTO_MAX_MS, rto_ms) {
+        // Older kernels: the exponential backoff stays, and a partition
+        // longer than about half the timeout may outlast the connection.
+        tracing::debug!("TCP_RTO_MAX_MS not set ({e}): kernel before 6.11");
+    }
+    Ok(())
+}
+
+/// A heartbeat frame on `stream`, a connection this rank does not send
+/// its frames on (the peer's, when both connected at once), if nothing
+/// was sent on it for `quiet` and nothing waits in its send queue (so the
+/// frame goes whole or not at all: the queue is empty, and the frame is
+/// a few bytes). Only the progress engine writes such connections (this,
+/// and its goodbye at the end).
+pub(crate) fn beat_if_quiet(stream: &TcpStream, quiet: Duration, frame: &[u8]) {
+    let fd = stream.as_raw_fd();
+    if since_last_sent(fd).is_none_or(|q| q < quiet) {
+        return;
+    }
+    let mut queued: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one c_int, which `queued` is; the descriptor
+    // is the stream's, open while it is borrowed.
+    if unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) } != 0 || queued != 0 {
+        return;
+    }
+    // SAFETY: `frame` is valid for `frame.len()` bytes across the call;
+    // the descriptor is the stream's, open while it is borrowed.
+    unsafe {
+        libc::send(
+            fd,
+            frame.as_ptr().cast(),
+            frame.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+}
+
+/// How long ago data was last sent on socket `fd` (`TCP_INFO`), `None`
+/// where the kernel does not say.
+fn since_last_sent(fd: RawFd) -> Option<Duration> {
+    // SAFETY: an all-zero tcp_info is valid plain data.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` has room for `len` bytes and lives across the call;
+    // a descriptor closed meanwhile only makes the call fail.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize >= std::mem::offset_of!(libc::tcp_info, tcpi_last_ack_sent))
+        .then(|| Duration::from_millis(u64::from(info.tcpi_last_data_sent)))
 }
 
 impl Outbox {

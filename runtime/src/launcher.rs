@@ -14,7 +14,7 @@
 
 mod ssh;
 
-pub use ssh::{agent, parse_hostfile, place, read_hostfile, AgentOptions, Host};
+pub use ssh::{agent, is_this_host, parse_hostfile, place, read_hostfile, AgentOptions, Host};
 
 use crate::error::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
@@ -315,6 +315,10 @@ pub fn launch(opts: &LaunchOptions) -> Result<i32> {
 /// How long a rank gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(3);
 
+/// How long a rank gets between SIGTERM and SIGKILL when the launcher
+/// itself was interrupted (Ctrl-C, SIGTERM): it exits within a second.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(500);
+
 /// The longest the supervisor sleeps before it looks at Ctrl-C again.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -551,7 +555,7 @@ fn supervise(children: &mut [Option<Ranked>], opts: &LaunchOptions) -> i32 {
     let start = Instant::now();
     let mut order = EndOrder::new(children.len());
     let mut first_failure: Option<i32> = None;
-    let mut pending: Option<Instant> = None;
+    let mut pending: Option<Instant>;
     let mut stopping_since: Option<Instant> = None;
     let mut killed = false;
     let mut live = children.len();
@@ -584,8 +588,12 @@ fn supervise(children: &mut [Option<Ranked>], opts: &LaunchOptions) -> i32 {
                 }
             }
         }
+        // Once the job's code is decided (a failure, an interrupt, a
+        // timeout), no verdict is pending any more: a pending one left
+        // here kept the loop from ending after its last rank, polling
+        // without a pause (issue 24: 95% of a core after a SIGTERM).
+        pending = None;
         if first_failure.is_none() {
-            pending = None;
             match order.verdict() {
                 Verdict::Failed(r, code) => {
                     say(format!("rank {r} exited with code {code} first"));
@@ -614,7 +622,9 @@ fn supervise(children: &mut [Option<Ranked>], opts: &LaunchOptions) -> i32 {
             signal_all(children, libc::SIGTERM);
             stopping_since = Some(Instant::now());
         }
-        if !killed && stopping_since.is_some_and(|t| t.elapsed() >= GRACE) {
+        // Interrupted, the user waits: the ranks get a short grace.
+        let grace = if interrupted { INTERRUPT_GRACE } else { GRACE };
+        if !killed && stopping_since.is_some_and(|t| t.elapsed() >= grace) {
             signal_all(children, libc::SIGKILL);
             killed = true;
         }
@@ -625,7 +635,7 @@ fn supervise(children: &mut [Option<Ranked>], opts: &LaunchOptions) -> i32 {
                     wait = wait.min(t.saturating_sub(start.elapsed()));
                 }
             }
-            Some(since) if !killed => wait = wait.min(GRACE.saturating_sub(since.elapsed())),
+            Some(since) if !killed => wait = wait.min(grace.saturating_sub(since.elapsed())),
             Some(_) => {}
         }
         if let Some(until) = pending {

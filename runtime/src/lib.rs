@@ -45,6 +45,7 @@ pub mod gpu;
 mod groups;
 pub mod launcher;
 mod lists;
+mod log_tally;
 mod ops;
 mod passive;
 mod progress;

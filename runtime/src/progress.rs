@@ -20,7 +20,7 @@
 use crate::bootstrap::handshake::{Step, HANDSHAKE_TIMEOUT};
 use crate::bootstrap::Pending;
 use crate::context::Inner;
-use crate::control::ControlOut;
+use crate::control::{ControlOut, Urgency};
 use crate::error::{Error, Result};
 use crate::transport::tcp::serve as tcp;
 use crate::types::{Rank, RankState};
@@ -48,6 +48,15 @@ const ENGINE_SPIN: Duration = Duration::from_micros(50);
 const LISTENER: Token = Token(usize::MAX - 1);
 /// Tokens of handshakes in progress start here (connections below).
 const PENDING: usize = 1 << 40;
+/// Handshakes the engine runs at once, as at start-up (decision 0016).
+const MAX_PENDING: usize = crate::bootstrap::handshake::MAX_PENDING;
+/// How long a pending handshake is safe from eviction by a newcomer: a
+/// rank that connects answers the challenge at once, in microseconds to
+/// milliseconds; this leaves room for a loaded host (decision 0034).
+const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
+/// Connections the engine takes from its listener per turn of its loop,
+/// so that a flood of them cannot keep it from its other work.
+const ACCEPTS_PER_TURN: usize = 64;
 
 thread_local! {
     static ON_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -141,6 +150,14 @@ struct Engine {
     /// hold frames sent before the goodbye. Marked terminated once no
     /// handshake is pending (see `close`).
     terminating: Vec<Rank>,
+    /// The heartbeat's timing (decision 0033).
+    liveness: crate::control::Liveness,
+    /// When the engine next looks for connections that need a heartbeat.
+    next_beat: Instant,
+    /// The listener may hold more connections than the last turn took.
+    listener_ready: bool,
+    /// Warnings about connections dropped at the control listener.
+    strangers: crate::log_tally::Tally,
 }
 
 impl ProgressEngine {
@@ -178,6 +195,10 @@ impl ProgressEngine {
             busy: Vec::new(),
             retry: Vec::new(),
             terminating: Vec::new(),
+            liveness: crate::control::Liveness::new(inner.config.peer_timeout),
+            next_beat: Instant::now(),
+            listener_ready: false,
+            strangers: crate::log_tally::Tally::new("connections dropped at the control listener"),
         };
         for (rank, s) in readers {
             engine.add(rank, s)?;
@@ -258,6 +279,7 @@ impl Engine {
                 self.say_goodbye();
                 return;
             }
+            self.beat();
             let waiters = &self.inner.waiter_progress;
             // While waiters read the TCP peers' sockets themselves, do not
             // sit in `epoll`: every packet would wake this thread (on a
@@ -269,22 +291,26 @@ impl Engine {
             if quiet {
                 std::thread::sleep(QUIET_NAP);
             }
-            // Wake for the first handshake to expire, if any.
+            // Wake for the first handshake to expire, if any, and for the
+            // next look for quiet connections.
             let now = Instant::now();
             let timeout = self
                 .pending
                 .iter()
                 .flatten()
-                .map(|p| p.until().saturating_duration_since(now))
-                .min()
-                .map(|d| d + Duration::from_millis(1));
+                .map(|p| p.until().saturating_duration_since(now) + Duration::from_millis(1))
+                .chain(std::iter::once(
+                    self.next_beat.saturating_duration_since(now),
+                ))
+                .min();
             // A waiter reading the sockets itself (`waiter_progress.rs`)
             // makes the engine's spin redundant: it would only take a core.
-            let timeout = if quiet || !self.busy.is_empty() || now < spin_until {
-                Some(Duration::ZERO)
-            } else {
-                timeout
-            };
+            let timeout =
+                if quiet || !self.busy.is_empty() || self.listener_ready || now < spin_until {
+                    Some(Duration::ZERO)
+                } else {
+                    timeout
+                };
             // About to sleep: a waiter that leaves answers owed from now
             // on wakes us; what was left before, we send first.
             let asleep = timeout != Some(Duration::ZERO) && waiters.engine_sleeps();
@@ -304,6 +330,9 @@ impl Engine {
                 return;
             }
             self.expire_handshakes();
+            if self.listener_ready {
+                self.accept();
+            }
             std::mem::swap(&mut self.busy, &mut self.retry);
             for k in 0..self.retry.len() {
                 let i = self.retry[k];
@@ -319,6 +348,10 @@ impl Engine {
                         self.take_made_connections();
                         self.reap_ended();
                         self.take_relayed_ends();
+                        if let Some(asked) = self.inner.sweeps.asked() {
+                            self.sweep();
+                            self.inner.sweeps.done(asked);
+                        }
                     }
                     LISTENER => self.accept(),
                     Token(t) if t >= PENDING => self.advance_handshake(t - PENDING),
@@ -326,6 +359,47 @@ impl Engine {
                 }
             }
             self.settle_terminating();
+        }
+    }
+
+    /// Every [`Liveness::check`](crate::control::Liveness): a heartbeat
+    /// on each connection that nothing was sent on for a beat, so that a
+    /// byte is always in flight soon after a peer's host goes silent
+    /// (decision 0033): on the connection this rank sends on, through its
+    /// outbox (one that holds bytes has them in flight already); on one
+    /// that only carries the peer's frames, directly.
+    fn beat(&mut self) {
+        let now = Instant::now();
+        if now < self.next_beat {
+            return;
+        }
+        self.next_beat = now + self.liveness.check;
+        self.strangers.flush_if_due();
+        // A connection an earlier accept could not take (out of
+        // descriptors) is tried again now.
+        if self.listener.is_some() {
+            self.accept();
+        }
+        let inner = &*self.inner;
+        let Ok(frame) = crate::wire::encode(&Message::Heartbeat) else {
+            return;
+        };
+        for conn in self.conns.iter().flatten() {
+            let r = conn.rank;
+            if !inner.peer_healthy(r) {
+                continue;
+            }
+            match inner.peers[r.0 as usize].control.get() {
+                Some(out) if out.is(&conn.stream) => {
+                    let quiet = out
+                        .since_last_sent()
+                        .is_some_and(|q| q >= self.liveness.beat);
+                    if quiet && !out.has_queued() {
+                        let _ = inner.send_frame_by(r, &frame, Urgency::Now, "heartbeat");
+                    }
+                }
+                _ => crate::control::beat_if_quiet(&conn.stream, self.liveness.beat, &frame),
+            }
         }
     }
 
@@ -378,6 +452,11 @@ impl Engine {
         // engine has not taken yet, or one still in its handshake here.
         if said_goodbye {
             self.take_made_connections();
+            // Deaths first: a rank that ended in order may have ended
+            // because of a death this rank can already see (its end
+            // overtook the dead rank's closing, or the news of it). Marked
+            // first, that death is what collectives name (decision 0018).
+            self.decide_deaths_first(i);
         }
         let others_open = self.conns.iter().flatten().any(|c| c.rank == conn.rank);
         if said_goodbye && others_open {
@@ -425,11 +504,54 @@ impl Engine {
         if self.terminating.is_empty() || self.pending.iter().any(Option::is_some) {
             return;
         }
+        self.decide_deaths_first(usize::MAX);
         for rank in std::mem::take(&mut self.terminating) {
             if !self.conns.iter().flatten().any(|c| c.rank == rank) {
                 self.inner.mark_gone(rank, RankState::Terminated);
             }
         }
+    }
+
+    /// Reads every connection but `except` and marks dead the ranks whose
+    /// connection is found ended without a goodbye; one that ended after
+    /// a goodbye is closed on the next turn. Waits for a waiter that reads
+    /// a connection (it holds it for one non-blocking read).
+    fn decide_deaths_first(&mut self, except: usize) {
+        for j in 0..self.conns.len() {
+            if j == except {
+                continue;
+            }
+            let Some(conn) = self.conns[j].clone() else {
+                continue;
+            };
+            let mut st = conn.lock();
+            if !(st.ended || read_available(&conn, &mut st, &self.inner, Reader::Engine)) {
+                continue;
+            }
+            st.ended = true;
+            let said_goodbye = st.said_goodbye;
+            drop(st);
+            if !said_goodbye {
+                self.close(j, false);
+            } else if !self.busy.contains(&j) {
+                self.busy.push(j);
+            }
+        }
+    }
+
+    /// What `Gaspi::term` asks before it says goodbye: every connection
+    /// read and every end found decided, so that the deaths this rank can
+    /// see are marked, and passed on to its peers, ahead of its goodbye
+    /// (a survivor that ends because a call named a dead rank must not
+    /// leave its peers to take its own orderly end for the first failure).
+    fn sweep(&mut self) {
+        self.take_made_connections();
+        self.reap_ended();
+        self.decide_deaths_first(usize::MAX);
+        for j in std::mem::take(&mut self.busy) {
+            self.serve(j, false);
+        }
+        self.settle_terminating();
     }
 
     /// Closes the connections a waiter found ended (it wakes the engine).
@@ -454,48 +576,129 @@ impl Engine {
         }
     }
 
-    /// Accepts every waiting connection and starts its handshake.
+    /// Accepts waiting connections (at most [`ACCEPTS_PER_TURN`]; more
+    /// on the next turn) and starts their handshakes, at most
+    /// [`MAX_PENDING`] at once (decision 0034).
     fn accept(&mut self) {
-        loop {
+        self.listener_ready = false;
+        for _ in 0..ACCEPTS_PER_TURN {
             let Some(listener) = &self.listener else {
                 return;
             };
             match listener.accept() {
-                Ok((s, _)) => {
-                    let until = Instant::now() + HANDSHAKE_TIMEOUT;
-                    let p = match Pending::new(s, until) {
-                        Ok(p) => p,
-                        Err(e) => {
-                            tracing::warn!("control listener: {e}");
-                            continue;
-                        }
-                    };
-                    let slot = match self.pending.iter().position(Option::is_none) {
-                        Some(k) => k,
-                        None => {
-                            self.pending.push(None);
-                            self.pending.len() - 1
-                        }
-                    };
-                    let registered = self.poll.registry().register(
-                        &mut SourceFd(&p.stream().as_raw_fd()),
-                        Token(PENDING + slot),
-                        Interest::READABLE | Interest::WRITABLE,
-                    );
-                    if let Err(e) = registered {
-                        tracing::warn!("control listener: registering a connection: {e}");
-                        continue;
-                    }
-                    self.pending[slot] = Some(p);
-                    self.advance_handshake(slot);
-                }
+                Ok((s, addr)) => self.admit(s, addr),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::Interrupted
+                            | std::io::ErrorKind::ConnectionAborted
+                            | std::io::ErrorKind::ConnectionReset
+                    ) => {}
                 Err(e) => {
-                    tracing::warn!("control listener: accepting: {e}");
+                    // Out of descriptors, most likely: the connection
+                    // waits in the backlog; tried again at the next beat.
+                    self.strangers
+                        .warn(format_args!("control listener: accepting: {e}"));
                     return;
                 }
             }
+        }
+        self.listener_ready = true;
+    }
+
+    /// Starts the handshake of an accepted connection. With
+    /// [`MAX_PENDING`] handshakes pending, one makes room: the oldest of
+    /// the address that holds the most of them when the newcomer comes
+    /// from another address (a flood from one place cannot lock others
+    /// out), else the oldest of all if it has had [`EVICTABLE_AFTER`] to
+    /// answer (a rank answers at once); otherwise the newcomer is closed at
+    /// once (a rank tries again, `bootstrap::connect_peer`). A stranger
+    /// thus holds at most `MAX_PENDING` descriptors, each for at most the
+    /// handshake deadline (decision 0034).
+    fn admit(&mut self, s: TcpStream, addr: std::net::SocketAddr) {
+        if self.pending.iter().flatten().count() >= MAX_PENDING {
+            let Some(slot) = self.room_for(addr.ip()) else {
+                self.strangers.warn(format_args!(
+                    "control listener: {MAX_PENDING} handshakes pending; a connection from {addr} closed at once"
+                ));
+                return;
+            };
+            // It may have answered since it was last looked at.
+            self.advance_handshake(slot);
+            if let Some(p) = self.drop_pending(slot) {
+                self.strangers.warn(format_args!(
+                    "control listener: {MAX_PENDING} handshakes pending; dropped one from {} for one from {addr}",
+                    p.peer()
+                ));
+            }
+        }
+        let until = Instant::now() + HANDSHAKE_TIMEOUT;
+        let p = match Pending::new(s, until) {
+            Ok(p) => p,
+            Err(e) => {
+                self.strangers.warn(format_args!("control listener: {e}"));
+                return;
+            }
+        };
+        let slot = match self.pending.iter().position(Option::is_none) {
+            Some(k) => k,
+            None => {
+                self.pending.push(None);
+                self.pending.len() - 1
+            }
+        };
+        let registered = self.poll.registry().register(
+            &mut SourceFd(&p.stream().as_raw_fd()),
+            Token(PENDING + slot),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if let Err(e) = registered {
+            self.strangers.warn(format_args!(
+                "control listener: registering a connection: {e}"
+            ));
+            return;
+        }
+        self.pending[slot] = Some(p);
+        self.advance_handshake(slot);
+    }
+
+    /// The pending handshake to drop for a newcomer from `from` (see
+    /// [`Self::admit`]), if any may be.
+    fn room_for(&self, from: std::net::IpAddr) -> Option<usize> {
+        let ip_of = |p: &Pending| {
+            p.peer()
+                .parse::<std::net::SocketAddr>()
+                .ok()
+                .map(|a| a.ip())
+        };
+        let live: Vec<(usize, Option<std::net::IpAddr>, Instant)> = (0..self.pending.len())
+            .filter_map(|k| {
+                let p = self.pending[k].as_ref()?;
+                Some((k, ip_of(p), p.until()))
+            })
+            .collect();
+        let mut busiest: Option<(Option<std::net::IpAddr>, usize)> = None;
+        for &(_, ip, _) in &live {
+            let n = live.iter().filter(|e| e.1 == ip).count();
+            if busiest.is_none_or(|(_, m)| n > m) {
+                busiest = Some((ip, n));
+            }
+        }
+        let oldest_of = |ip: Option<Option<std::net::IpAddr>>| {
+            live.iter()
+                .filter(|e| ip.is_none_or(|ip| e.1 == ip))
+                .min_by_key(|e| e.2)
+                .copied()
+        };
+        match busiest {
+            Some((ip, n)) if n > 1 && ip != Some(from) => oldest_of(Some(ip)).map(|e| e.0),
+            _ => oldest_of(None)
+                .filter(|e| {
+                    let started = e.2.checked_sub(HANDSHAKE_TIMEOUT).unwrap_or(e.2);
+                    started.elapsed() >= EVICTABLE_AFTER
+                })
+                .map(|e| e.0),
         }
     }
 
@@ -516,11 +719,11 @@ impl Engine {
                 .is_some_and(|p| now >= p.until())
             {
                 if let Some(p) = self.drop_pending(slot) {
-                    tracing::warn!(
+                    self.strangers.warn(format_args!(
                         "control listener: a connection from {} did not answer the challenge within {:?}; dropped",
                         p.peer(),
                         HANDSHAKE_TIMEOUT
-                    );
+                    ));
                 }
             }
         }
@@ -536,10 +739,10 @@ impl Engine {
             Step::Wait => return,
             Step::Drop(why) => {
                 if let Some(p) = self.drop_pending(slot) {
-                    tracing::warn!(
+                    self.strangers.warn(format_args!(
                         "control listener: a connection from {} {why}; dropped",
                         p.peer()
-                    );
+                    ));
                 }
                 return;
             }
@@ -554,14 +757,14 @@ impl Engine {
             match p.finish::<(u32, u32)>(&body, key, crate::bootstrap::MESH_PURPOSE) {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::warn!("control listener: {e}");
+                    self.strangers.warn(format_args!("control listener: {e}"));
                     return;
                 }
             };
         if to != inner.rank.0 || from >= inner.size || from == inner.rank.0 {
-            tracing::warn!(
+            self.strangers.warn(format_args!(
                 "control listener: a connection for {from} -> {to} is not for this rank; dropped"
-            );
+            ));
             return;
         }
         let rank = Rank(from);
@@ -600,6 +803,52 @@ impl Engine {
                 let _ = (&*conn.stream).write_all(&frame);
             }
         }
+    }
+}
+
+/// Sweeps of every connection asked of the engine (`Engine::sweep`), and
+/// those done: the asker waits for its own.
+#[derive(Debug, Default)]
+pub(crate) struct Sweeps {
+    /// (asked, done), counts.
+    state: Mutex<(u64, u64)>,
+    done: std::sync::Condvar,
+}
+
+impl Sweeps {
+    /// Asks the engine for a sweep and waits until it has made one, at
+    /// most `bound` (an engine that has stopped makes none).
+    pub fn sweep(&self, inner: &Inner, bound: Duration) {
+        let until = Instant::now() + bound;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 += 1;
+        let want = st.0;
+        inner.wake_engine();
+        while st.1 < want {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::debug!("the progress engine made no sweep within {bound:?}");
+                return;
+            }
+            st = self
+                .done
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The sweep asked last, if it is not done (engine).
+    fn asked(&self) -> Option<u64> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (st.0 > st.1).then_some(st.0)
+    }
+
+    /// Sweeps up to `asked` are done (engine).
+    fn done(&self, asked: u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.1 = st.1.max(asked);
+        self.done.notify_all();
     }
 }
 
@@ -874,6 +1123,7 @@ fn handle(
         Message::PeerGone { rank, .. } => {
             tracing::warn!("{from} reports an impossible rank {rank} gone; ignored")
         }
+        Message::Heartbeat => {}
         Message::Kill => {
             tracing::warn!("killed by {from} (proc_kill)");
             // SAFETY: raising SIGKILL on ourselves has no memory-safety

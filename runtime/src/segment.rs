@@ -400,7 +400,7 @@ impl LocalSegment {
         // Kernels of this rank and of peers may store into these words.
         notifications.mark_silent_writer();
         let data = MemoryDescriptor::GpuIpc {
-            host: HostId::current(),
+            host: HostId::current()?,
             pid: std::process::id(),
             device,
             handle: handle.to_vec(),
@@ -476,7 +476,7 @@ impl LocalSegment {
         // Kernels of this rank and of peers may store into these words.
         notifications.mark_silent_writer();
         let data = MemoryDescriptor::GpuIpc {
-            host: HostId::current(),
+            host: HostId::current()?,
             pid: std::process::id(),
             device,
             handle: handle.to_vec(),
@@ -548,7 +548,7 @@ impl LocalSegment {
             notifications,
             descriptor: SegmentDescriptor {
                 size: size as u64,
-                data: ProcessMemory::describe_own(data, size),
+                data: ProcessMemory::describe_own(data, size)?,
                 data_offset: 0,
                 notifications: shm.descriptor(),
                 notifications_offset: 0,

@@ -102,6 +102,10 @@ pub(crate) enum Message {
     Goodbye,
     /// The sender asks the receiver to stop (`proc_kill`).
     Kill,
+    /// Nothing: a byte in flight on a connection that was quiet, so that
+    /// the kernel measures a peer's silence from the moment it began
+    /// (decision 0033). Dropped by the receiver.
+    Heartbeat,
 }
 
 /// A read-modify-write on a u64 of a segment.

@@ -102,6 +102,12 @@ impl SegmentError {
             source,
         }
     }
+
+    /// An I/O error of the standard library, as an [`SegmentError::Os`].
+    pub(crate) fn io(what: impl Into<String>, e: std::io::Error) -> Self {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        SegmentError::os(what, nix::Error::from_raw(errno))
+    }
 }
 
 /// Identity of a host: same host means same-host shared memory works.
@@ -113,22 +119,47 @@ impl SegmentError {
 pub struct HostId(pub String);
 
 impl HostId {
-    /// The identity of the host this process runs on.
-    pub fn current() -> HostId {
-        if let Ok(id) = std::env::var("GASPI_HOST_ID") {
-            return HostId(id);
+    /// The identity of the host this process runs on, read once per
+    /// process (later calls open nothing, so they work however many
+    /// descriptors the process holds).
+    ///
+    /// An error reading the boot id or the namespace is reported as it is
+    /// (`EMFILE` when the process is out of descriptors): taking something
+    /// else for the identity would make two ranks of one host look like
+    /// two hosts. Only where `/proc` has no boot id at all (not Linux, or a
+    /// `/proc` without it) does the host name stand in for it.
+    pub fn current() -> Result<HostId, SegmentError> {
+        static HERE: std::sync::OnceLock<HostId> = std::sync::OnceLock::new();
+        if let Some(h) = HERE.get() {
+            return Ok(h.clone());
         }
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| {
-                nix::unistd::gethostname()
-                    .map(|h| h.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            });
-        let netns = std::fs::read_link("/proc/self/ns/net")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        HostId(format!("{boot}/{netns}"))
+        let id = Self::read()?;
+        Ok(HERE.get_or_init(|| id).clone())
+    }
+
+    fn read() -> Result<HostId, SegmentError> {
+        if let Ok(id) = std::env::var("GASPI_HOST_ID") {
+            return Ok(HostId(id));
+        }
+        const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+        let boot = match std::fs::read_to_string(BOOT_ID) {
+            Ok(s) => s.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .map_err(|e| SegmentError::os("no boot id, and no host name", e))?,
+            Err(e) => return Err(SegmentError::io(format!("reading {BOOT_ID}"), e)),
+        };
+        let netns = match std::fs::read_link("/proc/self/ns/net") {
+            Ok(p) => p.to_string_lossy().into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(SegmentError::io(
+                    "reading this process's network namespace (/proc/self/ns/net)",
+                    e,
+                ))
+            }
+        };
+        Ok(HostId(format!("{boot}/{netns}")))
     }
 }
 

@@ -22,13 +22,13 @@ pub struct ProcessMemory {
 
 impl ProcessMemory {
     /// Describes memory of *this* process for peers (`segment_bind`).
-    pub fn describe_own(addr: *const u8, len: usize) -> MemoryDescriptor {
-        MemoryDescriptor::Process {
-            host: HostId::current(),
+    pub fn describe_own(addr: *const u8, len: usize) -> Result<MemoryDescriptor, SegmentError> {
+        Ok(MemoryDescriptor::Process {
+            host: HostId::current()?,
             pid: std::process::id(),
             addr: addr as u64,
             len: len as u64,
-        }
+        })
     }
 
     /// Opens a peer's region from its descriptor.
@@ -42,7 +42,7 @@ impl ProcessMemory {
         else {
             return Err(SegmentError::NotMappable("non-process"));
         };
-        let here = HostId::current();
+        let here = HostId::current()?;
         if *host != here {
             return Err(SegmentError::OtherHost {
                 owner: host.0.clone(),
@@ -147,7 +147,8 @@ mod tests {
         // The "peer" is this very process: cross-memory attach works on self.
         let mut buf = vec![0u8; 4096];
         let pm =
-            ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), buf.len())).unwrap();
+            ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), buf.len()).unwrap())
+                .unwrap();
         pm.write(10, b"hello").unwrap();
         let mut back = [0u8; 5];
         pm.read(10, &mut back).unwrap();
@@ -159,7 +160,8 @@ mod tests {
     #[test]
     fn ranges_outside_the_region_are_refused_and_change_nothing() {
         let buf = [5u8; 64];
-        let pm = ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), 64)).unwrap();
+        let pm =
+            ProcessMemory::open(&ProcessMemory::describe_own(buf.as_ptr(), 64).unwrap()).unwrap();
         for (off, len) in [(60usize, 8usize), (64, 1), (usize::MAX, 1), (1, usize::MAX)] {
             let data = vec![9u8; len.min(8)];
             let r = if len > 8 {
@@ -174,7 +176,7 @@ mod tests {
         }
         assert!(buf.iter().all(|&b| b == 5));
         let wraps = MemoryDescriptor::Process {
-            host: HostId::current(),
+            host: HostId::current().unwrap(),
             pid: std::process::id(),
             addr: u64::MAX - 10,
             len: 100,

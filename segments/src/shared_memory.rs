@@ -14,6 +14,8 @@ pub struct SharedMemory {
     file: File,
     map: MmapRaw,
     len: usize,
+    /// This host, for the descriptor (read when created).
+    host: HostId,
 }
 
 impl SharedMemory {
@@ -21,6 +23,7 @@ impl SharedMemory {
     /// `/proc/<pid>/fd` and `/proc/<pid>/maps` to help debugging.
     pub fn create(name: &str, len: usize) -> Result<SharedMemory, SegmentError> {
         let len = crate::mappable_len(len as u64)?;
+        let host = HostId::current()?;
         let cname = std::ffi::CString::new(format!("gaspi-{name}")).unwrap_or_default();
         let fd: OwnedFd =
             nix::sys::memfd::memfd_create(cname.as_c_str(), nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
@@ -38,7 +41,12 @@ impl SharedMemory {
                 nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
             )
         })?;
-        Ok(SharedMemory { file, map, len })
+        Ok(SharedMemory {
+            file,
+            map,
+            len,
+            host,
+        })
     }
 
     /// Start of the memory.
@@ -59,7 +67,7 @@ impl SharedMemory {
     /// What a same-host peer needs to map this memory.
     pub fn descriptor(&self) -> MemoryDescriptor {
         MemoryDescriptor::SharedFd {
-            host: HostId::current(),
+            host: self.host.clone(),
             pid: std::process::id(),
             fd: self.file.as_raw_fd(),
             len: self.len as u64,
@@ -81,7 +89,7 @@ impl PeerMapping {
         let MemoryDescriptor::SharedFd { host, pid, fd, len } = desc else {
             return Err(SegmentError::NotMappable("non-memfd"));
         };
-        let here = HostId::current();
+        let here = HostId::current()?;
         if *host != here {
             return Err(SegmentError::OtherHost {
                 owner: host.0.clone(),

@@ -307,19 +307,14 @@ fn a_host_that_ssh_cannot_reach_fails_the_job_at_once() {
     };
     let before = shm_files();
     let tag = gaspi_tests::fresh_tag();
-    // Nothing listens on port 2222: ssh to rank 0's host fails, so rank 0
-    // never reports its rendezvous port.
+    // Nothing listens on port 2222: ssh to host 1 fails (host 0, where
+    // the launcher runs, starts its ranks without ssh), so ranks 2 and 3
+    // never start and the job fails with ssh's code.
     let mut cmd = c.gaspi_run(&[], &["ring"]);
     cmd.env("GASPI_SSH", format!("{} -p 2222", c.sshd.ssh_command()));
     let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(60));
     out.assert_code(255);
-    assert!(
-        out.stderr
-            .contains("before it reported its rendezvous port")
-            && out.stderr.contains("Connection refused"),
-        "{}",
-        out.dump()
-    );
+    assert!(out.stderr.contains("Connection refused"), "{}", out.dump());
     assert!(out.elapsed < Duration::from_secs(20), "{}", out.dump());
     out.assert_nothing_left(&before);
 }
@@ -367,4 +362,46 @@ fn gpi2s_gaspi_run_with_a_machinefile_of_repeated_hosts_starts_ranks_on_both() {
         out.dump()
     );
     out.assert_nothing_left(&before);
+}
+
+/// `gaspi-run -m` run on host 0 with a hostfile naming host 0 (by its
+/// address) and host 1: host 0's ranks start there without ssh, host 1's
+/// over ssh (the ssh command logs each destination it is given).
+#[test]
+fn this_hosts_entries_of_a_hostfile_start_without_ssh_and_the_others_over_it() {
+    let name = "this_hosts_entries_of_a_hostfile_start_without_ssh_and_the_others_over_it";
+    let Some(c) = cluster(name) else {
+        return;
+    };
+    let dir = TempDir::new("ssh-log");
+    let log = dir.path().join("destinations");
+    let wrapper = dir.path().join("ssh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n# The destination is the first word that is not an option.\nfor a in \"$@\"; do case \"$a\" in -*) ;; *) echo \"$a\" >> {log}; break;; esac; done\nexec {ssh} \"$@\"\n",
+            log = log.display(),
+            ssh = c.sshd.ssh_command()
+        ),
+    )
+    .expect("writing the ssh wrapper");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+            .expect("making the wrapper executable");
+    }
+    let mut cmd = c.gaspi_run(&[], &["ring", "--rounds", "3", "--expect-size", "4"]);
+    // The wrapper takes the options itself (they are in it, before "$@").
+    cmd.env("GASPI_SSH", &wrapper);
+    let out = Running::spawn(cmd, &gaspi_tests::fresh_tag()).finish(Duration::from_secs(120));
+    out.assert_success();
+    let used = std::fs::read_to_string(&log).unwrap_or_default();
+    let dests: Vec<&str> = used.lines().collect();
+    assert_eq!(
+        dests,
+        vec![c.hosts.addrs[1].to_string(); 2],
+        "ssh was asked for {dests:?}; host 0 ({}) must start its ranks itself:\n{}",
+        c.hosts.addrs[0],
+        out.dump()
+    );
 }

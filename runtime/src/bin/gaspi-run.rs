@@ -4,7 +4,7 @@
 //! `gaspi::launcher`'s ssh module); users do not call it.
 
 use clap::Parser;
-use gaspi::launcher::{agent, launch, read_hostfile, AgentOptions, LaunchOptions};
+use gaspi::launcher::{agent, is_this_host, launch, read_hostfile, AgentOptions, LaunchOptions};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ struct Args {
     ranks: Option<u32>,
     /// Start the ranks on these hosts over ssh: one host a line, `host`,
     /// `host slots=K` or `host:K`, `#` comments; ranks fill the hosts in
-    /// order. `GASPI_SSH` replaces the ssh command (default `ssh -o
+    /// order. This host's entries (`localhost`, `127.0.0.1`, its name or
+    /// address) start without ssh. `GASPI_SSH` replaces the ssh command (default `ssh -o
     /// BatchMode=yes`).
     #[arg(short = 'm', long = "hostfile", alias = "machinefile")]
     hostfile: Option<std::path::PathBuf>,
@@ -98,7 +99,12 @@ fn main() {
     opts.tag_output = args.tag_output;
     opts.keep_going = args.keep_going;
     opts.timeout = args.timeout.map(Duration::from_secs);
-    opts.hosts = hosts;
+    // A hostfile of this host alone: started here, as `gaspi-run -n`
+    // (no ssh, no sshd needed); ranks of this host in a hostfile with
+    // others start here too (`launcher::is_this_host`).
+    if !hosts.iter().all(|h| is_this_host(h.address())) {
+        opts.hosts = hosts;
+    }
     for x in &args.export {
         match x.split_once('=') {
             Some((k, v)) => opts.env.push((k.into(), v.into())),

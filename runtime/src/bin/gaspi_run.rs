@@ -11,14 +11,14 @@
 //! hosts first appear (GPI-2 places rank i on line i: with a machinefile
 //! that alternates hosts the numbering differs). `-n N` starts the first N
 //! ranks (default: one per line). When every host of the file is this
-//! host (`localhost`, `127.0.0.1`, `::1` or its own name) the ranks start
+//! host (`localhost`, `127.0.0.1`, `::1`, its own name or address) the ranks start
 //! locally, as `gaspi-run -n N` would, without ssh; otherwise over ssh,
 //! as `gaspi-run -m`. `-N` (GPI-2's NUMA pinning) is accepted and ignored
 //! with a note; `-b` (another binary for rank 0) and `-d` (rank 0 under
 //! gdb) are refused. Over ssh each host needs `gaspi-run` beside
 //! `gaspi_run` at the same path (the remote agent).
 
-use gaspi::launcher::{launch, read_hostfile, LaunchOptions};
+use gaspi::launcher::{is_this_host, launch, read_hostfile, LaunchOptions};
 use std::ffi::OsString;
 
 const USAGE: &str = "usage: gaspi_run -m MACHINEFILE [-n N] [-N] PROGRAM [ARGS...]";
@@ -85,14 +85,6 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Args {
     }
 }
 
-/// Whether `host` names this machine.
-fn is_local(host: &str, own: &str) -> bool {
-    let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
-    matches!(host, "localhost" | "127.0.0.1" | "::1")
-        || host == own
-        || (!own.is_empty() && short(host) == short(own))
-}
-
 /// `gaspi_run --agent ...` (the remote half of an ssh launch, which runs
 /// the launcher's own path on each host): handed to `gaspi-run` beside it.
 fn run_agent() -> ! {
@@ -123,12 +115,9 @@ fn main() {
             args.machinefile.display()
         ));
     }
-    let own = nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let mut opts = LaunchOptions::new(ranks, &args.command[0]);
     opts.args = args.command[1..].to_vec();
-    if !hosts.iter().all(|h| is_local(h.address(), &own)) {
+    if !hosts.iter().all(|h| is_this_host(h.address())) {
         opts.hosts = hosts;
     }
     match launch(&opts) {

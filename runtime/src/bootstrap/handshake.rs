@@ -24,7 +24,7 @@ pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Handshakes pending at once; a new connection beyond them evicts the
 /// oldest (which, given the deadline, is the likeliest to be a stranger).
-const MAX_PENDING: usize = 64;
+pub(crate) const MAX_PENDING: usize = 64;
 
 /// The largest answer accepted before the key is proved: an endpoint is a
 /// few hundred bytes.
@@ -176,6 +176,8 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
         .map_err(|e| Error::io("configuring a listener", e))?;
     let mut pending: Vec<Pending> = Vec::new();
     let mut done = Vec::with_capacity(want);
+    // A flood of strangers costs a few lines and a count (decision 0034).
+    let mut dropped = crate::log_tally::Tally::new("connections dropped at a start-up listener");
     while done.len() < want {
         let now = Instant::now();
         if now >= deadline {
@@ -183,11 +185,10 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
         }
         pending.retain(|p| {
             if now >= p.until {
-                tracing::warn!(
+                dropped.warn(format_args!(
                     "{what}: a connection from {} did not answer the challenge within {:?}; dropped",
-                    p.peer,
-                    HANDSHAKE_TIMEOUT
-                );
+                    p.peer, HANDSHAKE_TIMEOUT
+                ));
             }
             now < p.until
         });
@@ -226,7 +227,10 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
                 Step::Wait => {}
                 Step::Drop(why) => {
                     let p = pending.remove(i);
-                    tracing::warn!("{what}: a connection from {} {why}; dropped", p.peer);
+                    dropped.warn(format_args!(
+                        "{what}: a connection from {} {why}; dropped",
+                        p.peer
+                    ));
                 }
                 Step::Answered(body) => {
                     let p = pending.remove(i);
@@ -235,7 +239,7 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
                             admit(&v)?;
                             done.push((p.stream, v));
                         }
-                        Err(e) => tracing::warn!("{what}: {e}"),
+                        Err(e) => dropped.warn(format_args!("{what}: {e}")),
                     }
                 }
             }
@@ -248,10 +252,10 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
                 Ok((s, _)) => {
                     if pending.len() >= MAX_PENDING {
                         let old = pending.remove(0);
-                        tracing::warn!(
+                        dropped.warn(format_args!(
                             "{what}: {MAX_PENDING} handshakes pending; dropped the oldest, from {}",
                             old.peer
-                        );
+                        ));
                     }
                     // The challenge goes out when poll finds the socket
                     // writable, at once.

@@ -285,7 +285,11 @@ pub(crate) const MESH_PURPOSE: &str = MESH;
 /// listens there any more: the peer's process is gone.
 ///
 /// The peer's progress engine answers the challenge, so a stopped peer
-/// holds this until it runs again or the deadline passes.
+/// holds this until it runs again or the deadline passes. A peer whose
+/// engine has as many handshakes pending as it runs at once (strangers at
+/// its door) closes a newcomer before its challenge (decision 0034): that
+/// connection is tried again, after a nap that grows to 200 ms, until the
+/// deadline.
 pub(crate) fn connect_peer(
     me: u32,
     peer: &Endpoint,
@@ -293,6 +297,35 @@ pub(crate) fn connect_peer(
     deadline: Option<Instant>,
     alive: impl Fn() -> Result<()>,
 ) -> Result<TcpStream> {
+    let mut nap = Duration::from_millis(5);
+    loop {
+        if let Some(s) = connect_peer_once(me, peer, key, deadline, &alive)? {
+            return Ok(s);
+        }
+        tracing::debug!(
+            "rank {} closed a connection before its challenge; trying again",
+            peer.rank
+        );
+        alive()?;
+        if deadline.is_some_and(|d| Instant::now() + nap >= d) {
+            return Err(Error::Timeout {
+                op: "connecting to a peer",
+            });
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// One try of [`connect_peer`]; `None` when the peer closed the connection
+/// before its challenge.
+fn connect_peer_once(
+    me: u32,
+    peer: &Endpoint,
+    key: &[u8],
+    deadline: Option<Instant>,
+    alive: &impl Fn() -> Result<()>,
+) -> Result<Option<TcpStream>> {
     use std::io::{Read, Write};
     let timed_out = || Error::Timeout {
         op: "connecting to a peer",
@@ -318,9 +351,10 @@ pub(crate) fn connect_peer(
             .map_err(|e| Error::io("configuring a control connection", e))?;
         let mut chunk = vec![0u8; need - frame.len()];
         match s.read(&mut chunk) {
+            Ok(0) if frame.is_empty() => return Ok(None),
             Ok(0) => {
                 return Err(Error::Bootstrap(format!(
-                    "rank {} closed the connection before its challenge",
+                    "rank {} closed the connection during its challenge",
                     peer.rank
                 )))
             }
@@ -358,5 +392,5 @@ pub(crate) fn connect_peer(
     s.set_read_timeout(None)
         .and_then(|_| s.set_write_timeout(None))
         .map_err(|e| Error::io("configuring a control connection", e))?;
-    Ok(s)
+    Ok(Some(s))
 }

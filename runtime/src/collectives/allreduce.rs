@@ -103,7 +103,8 @@ pub(crate) fn allreduce(
         member(
             inner, &members, pos, send, recv, group, epoch, sent, deadline,
         )
-    };
+    }
+    .map_err(|e| super::first_failure(inner, &members, e));
     let save = |running: Option<(Signature, bool)>| {
         let _ = inner
             .groups

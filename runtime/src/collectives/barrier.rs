@@ -75,7 +75,8 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
             }
         }
         Ok(())
-    })();
+    })()
+    .map_err(|e| super::first_failure(inner, &members, e));
     match &result {
         Err(Error::Timeout { .. }) => {}
         // Done, or failed for good: the next barrier starts afresh.

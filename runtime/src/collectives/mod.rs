@@ -12,3 +12,31 @@
 
 pub(crate) mod allreduce;
 pub(crate) mod barrier;
+
+use crate::context::Inner;
+use crate::error::Error;
+use crate::types::Rank;
+
+/// How long a failing collective waits for the progress engine to read
+/// every connection (it never blocks: milliseconds).
+const SWEEP_BOUND: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The error a collective that failed over a gone rank returns: the
+/// member found dead first, if any (decision 0018), else `e`.
+///
+/// A call can learn of a rank's end before the death that caused it: a
+/// send to a survivor that terminated because of the death fails, or its
+/// orderly end is marked, while the news of the death it passed on before
+/// its goodbye still lies unread in this rank's sockets. So when no member
+/// is known dead yet, the progress engine first reads every connection
+/// (`progress::Sweeps`) and decides every end it finds.
+pub(crate) fn first_failure(inner: &Inner, members: &[Rank], e: Error) -> Error {
+    if !matches!(e, Error::PeerDead { .. } | Error::PeerTerminated { .. }) {
+        return e;
+    }
+    if let Some(dead) = inner.collective_failure(members, &[]) {
+        return dead;
+    }
+    inner.sweeps.sweep(inner, SWEEP_BOUND);
+    inner.collective_failure(members, &[]).unwrap_or(e)
+}

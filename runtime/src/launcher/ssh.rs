@@ -101,6 +101,30 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<Host>> {
     Ok(hosts)
 }
 
+/// Whether `host` (a hostfile's host, without the user) names the
+/// machine this runs on: `localhost`, `127.0.0.1`, `::1`, its own host
+/// name (or that name's first label, or the host's with the other's), or
+/// one of its addresses. Ranks for such a host start here without ssh.
+pub fn is_this_host(host: &str) -> bool {
+    if matches!(host, "localhost" | "127.0.0.1" | "::1") {
+        return true;
+    }
+    let own = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
+    if !own.is_empty() && (host == own || short(host) == short(&own)) {
+        return true;
+    }
+    // An address of one of this host's interfaces: binding to it works.
+    let ip = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    ip.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| std::net::UdpSocket::bind((ip, 0)).is_ok())
+}
+
 /// Reads and parses the hostfile at `path`.
 pub fn read_hostfile(path: &Path) -> Result<Vec<Host>> {
     let text = std::fs::read_to_string(path)
@@ -245,11 +269,22 @@ pub(super) fn launch_remote(opts: &LaunchOptions) -> Result<i32> {
             .map(|a| shell_quote(a))
             .collect::<Vec<_>>()
             .join(OsStr::new(" "));
-        let mut cmd = Command::new(&ssh[0]);
-        cmd.args(&ssh[1..])
-            .arg(&hosts[h].name)
-            .arg(line)
-            .stdin(Stdio::piped())
+        // This host's ranks start here, without ssh: the same agent,
+        // started by `env` with the same arguments (no shell between).
+        let mut cmd = if is_this_host(hosts[h].address()) {
+            let mut cmd = Command::new(&remote[0]);
+            cmd.args(&remote[1..]);
+            // What ssh would not have carried over from this environment.
+            for k in NOT_FORWARDED {
+                cmd.env_remove(k);
+            }
+            cmd
+        } else {
+            let mut cmd = Command::new(&ssh[0]);
+            cmd.args(&ssh[1..]).arg(&hosts[h].name).arg(line);
+            cmd
+        };
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // A terminal's Ctrl-C reaches the launcher alone, which stops
