@@ -564,10 +564,25 @@ impl Inner {
                 rank: owner,
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
-        let remote = transport.attach(owner, seg as u8, desc, &self.gpu_home)?;
+        let remote = transport
+            .attach(owner, seg as u8, desc, &self.gpu_home)
+            .map_err(|e| self.owner_gone(owner, e))?;
         self.tables
             .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())
+    }
+
+    /// `e`, unless it says that the process of `owner` has ended (its
+    /// memory could not be opened because of that): then the error that
+    /// names `owner` as gone, terminated if it said goodbye, else dead.
+    pub fn owner_gone(&self, owner: Rank, e: Error) -> Error {
+        match e {
+            Error::Segment(gaspi_segments::SegmentError::OwnerGone { .. }) => self
+                .peer_ok(owner)
+                .err()
+                .unwrap_or(Error::PeerDead { rank: owner }),
+            e => e,
+        }
     }
 
     /// Forgets a segment `owner` registered with this rank.
@@ -743,21 +758,13 @@ impl Gaspi {
         } else {
             (vec![me], Vec::new())
         };
-        let mut star: Vec<Option<std::net::TcpStream>> = {
-            let mut by_rank: Vec<Option<std::net::TcpStream>> = (0..size).map(|_| None).collect();
-            for (r, s) in star {
-                by_rank[r as usize] = Some(s);
-            }
-            by_rank
-        };
+        let mut star = star;
         let here = HostId::current();
         let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
         let tcp = Arc::new(TcpTransport::default());
         let tcp_dyn: Arc<dyn Transport> = tcp.clone();
-        let mut readers = Vec::new();
         let mut peers = Vec::with_capacity(size as usize);
         for ep in table {
-            let conn = star[ep.rank as usize].take();
             // A rank reaches itself through shared memory whatever else.
             let same_host =
                 ep.host == here && (ep.rank == rank.0 || config.transport == TransportChoice::Auto);
@@ -772,18 +779,12 @@ impl Gaspi {
                 #[cfg(not(feature = "verbs"))]
                 tcp_dyn.clone()
             });
-            let control = OnceLock::new();
-            if let Some(c) = conn {
-                crate::control::watch_liveness(&c, config.peer_timeout)?;
-                let c = Arc::new(c);
-                let _ = control.set(ControlOut::new(c.clone())?);
-                readers.push((Rank(ep.rank), c));
-            }
             peers.push(Peer {
                 endpoint: ep,
                 state: AtomicU8::new(HEALTHY),
                 failed_seq: AtomicU64::new(u64::MAX),
-                control,
+                // The star's connections, once start-up is over (below).
+                control: OnceLock::new(),
                 connecting: Mutex::new(()),
                 transport,
                 settle_stash: Default::default(),
@@ -844,11 +845,29 @@ impl Gaspi {
         if let Some(v) = &inner.verbs {
             v.bind(Arc::downgrade(&inner), tcp_dyn.clone())?;
         }
-        for r in 0..size {
+        // Every peer's system segment (mapped, for same-host peers), then
+        // the start barrier: no rank leaves init before every rank has
+        // mapped the memory of its same-host peers, which is opened through
+        // its owner's descriptors and so needs the owner alive (decision
+        // 0028). A rank that fails here tells rank 0, which stops the
+        // whole job's start-up with its reason.
+        let mapped = (0..size).try_for_each(|r| {
             let desc = inner.peers[r as usize].endpoint.system.clone();
-            if inner.peers[r as usize].transport.is_some() {
-                inner.attach(Rank(r), SYSTEM_SEG, &desc)?;
+            match inner.peers[r as usize].transport.is_some() {
+                true => inner.attach(Rank(r), SYSTEM_SEG, &desc),
+                false => Ok(()),
             }
+        });
+        bootstrap::finish_start(&info, &mut star, mapped, deadline)?;
+        // The star's connections become control connections.
+        let mut readers = Vec::with_capacity(star.len());
+        for (r, c) in star {
+            crate::control::watch_liveness(&c, inner.config.peer_timeout)?;
+            let c = Arc::new(c);
+            let _ = inner.peers[r as usize]
+                .control
+                .set(ControlOut::new(c.clone())?);
+            readers.push((Rank(r), c));
         }
         let engine = ProgressEngine::start(inner.clone(), readers, listener)?;
         let by_transport = |name: &str| {

@@ -202,6 +202,18 @@ enum Cmd {
     },
     /// Prints "hello from rank R of N" (stdout) and "note from rank R" (stderr).
     Hello,
+    /// Init, then term and exit without communicating (the start-up race
+    /// of issue 23, decision 0028). The ranks finish in permutation number
+    /// `--order` (modulo N!, for N up to 20; a shuffle seeded with it
+    /// above) of their ranks: the rank in place `p` of that order sleeps
+    /// `p * --step-us` microseconds between init and term (0: none at all).
+    /// Prints "ok init-term" after term.
+    InitTerm {
+        #[arg(long, default_value_t = 0)]
+        order: u64,
+        #[arg(long, default_value_t = 0)]
+        step_us: u64,
+    },
     /// Rank `fail_rank` exits with `code` once all have met; `late_rank`
     /// exits with `late_code` `late_ms` later; the others exit 0.
     ExitCode {
@@ -309,6 +321,7 @@ fn main() {
             max_cpu_fraction,
         } => idle_wait(sleep_ms, max_cpu_fraction),
         Cmd::Hello => hello(),
+        Cmd::InitTerm { order, step_us } => init_term(order, step_us),
         Cmd::ExitCode {
             fail_rank,
             code,
@@ -1764,6 +1777,41 @@ fn hello() -> Res {
     eprintln!("note from rank {}", g.rank().0);
     g.barrier(Group::ALL, LONG)?;
     finish(g)
+}
+
+fn init_term(order: u64, step_us: u64) -> Res {
+    let g = init(Config::from_env())?;
+    let (me, n) = (g.rank().0, g.size());
+    if step_us > 0 {
+        let place = finishing_order(n, order)
+            .iter()
+            .position(|&r| r == me)
+            .unwrap_or(0) as u64;
+        std::thread::sleep(Duration::from_micros(place * step_us));
+    }
+    g.term()?;
+    println!("rank {me}: ok init-term");
+    Ok(())
+}
+
+/// Permutation number `k` of the ranks `0..n` (modulo n!, in lexicographic
+/// order) for n up to 20; above, a shuffle seeded with `k`.
+fn finishing_order(n: u32, k: u64) -> Vec<u32> {
+    let mut items: Vec<u32> = (0..n).collect();
+    if n > 20 {
+        use rand::seq::SliceRandom;
+        items.shuffle(&mut rand::rngs::StdRng::seed_from_u64(k));
+        return items;
+    }
+    let fact = |m: u32| (1..=m as u64).product::<u64>();
+    let mut k = k % fact(n);
+    let mut out = Vec::with_capacity(n as usize);
+    for i in (1..=n).rev() {
+        let f = fact(i - 1);
+        out.push(items.remove((k / f) as usize));
+        k %= f;
+    }
+    out
 }
 
 fn exit_code(

@@ -1,0 +1,97 @@
+//! Start-up never races with ranks that leave (issue 23, decision 0028).
+//!
+//! A rank maps the memory of its same-host peers through their descriptors
+//! (`/proc/<pid>/fd`), which needs the peer alive. Before the start barrier
+//! a rank that had finished `init` could term and exit while another was
+//! still mapping its memory, and that one's `init` failed with
+//! `opening peer memory /proc/<pid>/fd/N: ENOENT`. Jobs here init, term and
+//! exit without communicating, the ranks finishing in every order; not one
+//! of them may fail, and nothing may be left behind.
+
+use gaspi_tests::{rank_bin, shm_files, Job, Outcome};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Jobs run two at a time (the machine has two cores: the second job's
+/// load also shakes the first one's timing).
+const PARALLEL: usize = 2;
+
+/// Runs `jobs` (rank count and `init-term` arguments) `PARALLEL` at a time;
+/// returns the failed ones' outcomes.
+fn run_jobs(jobs: Vec<(u32, Vec<String>)>, timeout: Duration) -> (usize, Vec<Outcome>) {
+    let next = AtomicUsize::new(0);
+    let failed = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..PARALLEL {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((n, args)) = jobs.get(i) else { return };
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = Job::new(&rank_bin!(), *n)
+                    .args(&args)
+                    .timeout(timeout)
+                    .run();
+                if out.code != 0 || out.stdout_lines_with("ok init-term") != *n as usize {
+                    failed.lock().unwrap().push(out);
+                }
+            });
+        }
+    });
+    (jobs.len(), failed.into_inner().unwrap())
+}
+
+fn report(what: &str, total: usize, failed: &[Outcome]) {
+    assert!(
+        failed.is_empty(),
+        "{what}: {} of {total} jobs failed; the first:\n{}",
+        failed.len(),
+        failed[0].dump()
+    );
+}
+
+#[test]
+fn jobs_that_init_and_exit_at_once_never_fail_whatever_order_ranks_finish_in() {
+    let before = shm_files();
+    // 2, 3 and 4 ranks in turn; for each size every finishing order (the
+    // permutation number walks through all n! of them, 24 at most), once
+    // with no delay at all, once with 300 us between places and once
+    // with 2 ms.
+    let jobs: Vec<(u32, Vec<String>)> = (0..200u64)
+        .map(|j| {
+            let n = 2 + (j % 3) as u32;
+            let order = j / 3;
+            let step_us = [0u64, 300, 2000][(j / 3 % 3) as usize];
+            let args = vec![
+                "init-term".to_string(),
+                "--order".into(),
+                order.to_string(),
+                "--step-us".into(),
+                step_us.to_string(),
+            ];
+            (n, args)
+        })
+        .collect();
+    let (total, failed) = run_jobs(jobs, Duration::from_secs(60));
+    report("init-term jobs of 2-4 ranks", total, &failed);
+    let shm: Vec<_> = shm_files().difference(&before).cloned().collect();
+    assert!(shm.is_empty(), "shared-memory files left behind: {shm:?}");
+}
+
+#[test]
+fn a_hundred_ranks_on_two_cores_start_and_end_cleanly() {
+    let before = shm_files();
+    let n = 100;
+    let out = Job::new(&rank_bin!(), n)
+        .args(&["init-term", "--order", "7", "--step-us", "100"])
+        .timeout(Duration::from_secs(120))
+        .run();
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("ok init-term"),
+        n as usize,
+        "{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
