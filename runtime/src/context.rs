@@ -85,6 +85,9 @@ pub(crate) struct Inner {
     pub engine_waker: OnceLock<Arc<mio::Waker>>,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
     failures: AtomicU64,
+    /// Atomic requests whose call returned `Timeout`, for an identical
+    /// call to adopt (`atomics.rs`, decision 0029).
+    pub abandoned_atomics: crate::atomics::AbandonedAtomics,
     /// Calls, bytes and waiting time (see `stats.rs`).
     pub stats: crate::stats::Stats,
     /// Passive messages received, not yet taken (see `passive.rs`).
@@ -492,23 +495,18 @@ impl Inner {
         deadline: Option<Instant>,
         op: &'static str,
     ) -> Result<u64> {
-        let token = self.tokens.fetch_add(1, Ordering::Relaxed);
-        self.replies
-            .done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, None);
+        let token = self.next_token();
+        self.expect_reply(token);
         let sent = self.send_by(rank, &make(token), Urgency::Within(deadline), op);
         let result = sent.and_then(|_| self.await_reply(rank, token, deadline, op));
-        self.replies
-            .done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&token);
+        self.forget_reply(token);
         result
     }
 
-    fn await_reply(
+    /// Waits until `deadline` for the reply to request `token` to `rank`
+    /// (sent, its room made with [`Inner::expect_reply`]), leaving its
+    /// room in place.
+    pub(crate) fn await_reply(
         &self,
         rank: Rank,
         token: u64,
@@ -539,6 +537,24 @@ impl Inner {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// Makes room for the reply to request `token` (before it is sent).
+    pub fn expect_reply(&self, token: u64) {
+        self.replies
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, None);
+    }
+
+    /// Forgets request `token`: a reply that comes later is dropped.
+    pub fn forget_reply(&self, token: u64) {
+        self.replies
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&token);
     }
 
     /// Records a reply (progress engine).
@@ -823,6 +839,7 @@ impl Gaspi {
             relayed_ends: Mutex::new(Vec::new()),
             engine_waker: OnceLock::new(),
             failures: AtomicU64::new(0),
+            abandoned_atomics: Default::default(),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
             gpu_home: Default::default(),

@@ -202,6 +202,24 @@ enum Cmd {
     },
     /// Prints "hello from rank R of N" (stdout) and "note from rank R" (stderr).
     Hello,
+    /// Every rank adds 1 to a counter (word 0) on every rank `--count`
+    /// times with `atomic_fetch_add(.., Timeout::Test)` and as many times
+    /// to a second counter (word 1) with a compare-and-swap loop of
+    /// `atomic_compare_swap(.., Timeout::Test)`, repeating each call while
+    /// it returns `Timeout` (the GASPI idiom; decision 0029). After a
+    /// barrier every rank checks that both its counters are `count * N`
+    /// and prints "ok atomic retry: T timeouts". With `--bound` the segment
+    /// is user memory (`segment_use`), so same-host atomics go to the owner
+    /// too; with `--expect-timeouts` some call must have timed out (the
+    /// retry path ran).
+    AtomicRetry {
+        #[arg(long, default_value_t = 50)]
+        count: u64,
+        #[arg(long)]
+        bound: bool,
+        #[arg(long)]
+        expect_timeouts: bool,
+    },
     /// Init, then term and exit without communicating (the start-up race
     /// of issue 23, decision 0028). The ranks finish in permutation number
     /// `--order` (modulo N!, for N up to 20; a shuffle seeded with it
@@ -322,6 +340,11 @@ fn main() {
         } => idle_wait(sleep_ms, max_cpu_fraction),
         Cmd::Hello => hello(),
         Cmd::InitTerm { order, step_us } => init_term(order, step_us),
+        Cmd::AtomicRetry {
+            count,
+            bound,
+            expect_timeouts,
+        } => atomic_retry(count, bound, expect_timeouts),
         Cmd::ExitCode {
             fail_rank,
             code,
@@ -1776,6 +1799,55 @@ fn hello() -> Res {
     println!("hello from rank {} of {}", g.rank().0, g.size());
     eprintln!("note from rank {}", g.rank().0);
     g.barrier(Group::ALL, LONG)?;
+    finish(g)
+}
+
+fn atomic_retry(count: u64, bound: bool, expect_timeouts: bool) -> Res {
+    let g = init(Config::from_env())?;
+    let n = g.size();
+    let _seg = if bound {
+        g.segment_use(SEG, vec![0u8; 4096].into_boxed_slice(), Group::ALL, LONG)?
+    } else {
+        g.segment_create(SEG, 4096, Memory::Host, Group::ALL, LONG)?
+    };
+    let mut timeouts = 0u64;
+    // Repeats `call` while it returns Timeout, as GASPI programs do.
+    let mut retry = |call: &mut dyn FnMut() -> gaspi::Result<u64>| -> Res<u64> {
+        loop {
+            match call() {
+                Err(Error::Timeout { .. }) => timeouts += 1,
+                other => return Ok(other?),
+            }
+        }
+    };
+    for i in 0..count {
+        for k in 0..n {
+            let target = Rank((g.rank().0 + k + i as u32) % n);
+            retry(&mut || g.atomic_fetch_add(SEG, 0, target, 1, Timeout::Test))?;
+            let mut expected = 0;
+            loop {
+                let old = retry(&mut || {
+                    g.atomic_compare_swap(SEG, 8, target, expected, expected + 1, Timeout::Test)
+                })?;
+                if old == expected {
+                    break;
+                }
+                expected = old;
+            }
+        }
+    }
+    g.barrier(Group::ALL, LONG)?;
+    let words: Vec<u64> = _seg.read_vec(0, 2)?;
+    let want = count * n as u64;
+    ensure!(
+        words == [want, want],
+        "counters {words:?}, expected {want} each ({count} x {n} ranks; {timeouts} timeouts)"
+    );
+    ensure!(
+        !expect_timeouts || timeouts > 0,
+        "no call timed out: the retry path did not run"
+    );
+    say(&g, format!("ok atomic retry: {timeouts} timeouts"));
     finish(g)
 }
 
