@@ -19,19 +19,22 @@ const PARALLEL: usize = 2;
 
 /// Runs `jobs` (rank count and `init-term` arguments) `PARALLEL` at a time;
 /// returns the failed ones' outcomes.
-fn run_jobs(jobs: Vec<(u32, Vec<String>)>, timeout: Duration) -> (usize, Vec<Outcome>) {
+fn run_jobs(jobs: Vec<(u32, Vec<String>, bool)>, timeout: Duration) -> (usize, Vec<Outcome>) {
     let next = AtomicUsize::new(0);
     let failed = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..PARALLEL {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((n, args)) = jobs.get(i) else { return };
+                let Some((n, args, tcp)) = jobs.get(i) else {
+                    return;
+                };
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                let out = Job::new(&rank_bin!(), *n)
-                    .args(&args)
-                    .timeout(timeout)
-                    .run();
+                let mut job = Job::new(&rank_bin!(), *n).args(&args).timeout(timeout);
+                if *tcp {
+                    job = job.env("GASPI_TRANSPORT", "tcp");
+                }
+                let out = job.run();
                 if out.code != 0 || out.stdout_lines_with("ok init-term") != *n as usize {
                     failed.lock().unwrap().push(out);
                 }
@@ -56,8 +59,9 @@ fn jobs_that_init_and_exit_at_once_never_fail_whatever_order_ranks_finish_in() {
     // 2, 3 and 4 ranks in turn; for each size every finishing order (the
     // permutation number walks through all n! of them, 24 at most), once
     // with no delay at all, once with 300 us between places and once
-    // with 2 ms.
-    let jobs: Vec<(u32, Vec<String>)> = (0..200u64)
+    // with 2 ms. The first 200 jobs over shared memory (where the race
+    // was), 50 more with TCP between every pair.
+    let jobs: Vec<(u32, Vec<String>, bool)> = (0..250u64)
         .map(|j| {
             let n = 2 + (j % 3) as u32;
             let order = j / 3;
@@ -69,7 +73,7 @@ fn jobs_that_init_and_exit_at_once_never_fail_whatever_order_ranks_finish_in() {
                 "--step-us".into(),
                 step_us.to_string(),
             ];
-            (n, args)
+            (n, args, j >= 200)
         })
         .collect();
     let (total, failed) = run_jobs(jobs, Duration::from_secs(60));
