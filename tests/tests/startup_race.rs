@@ -99,3 +99,63 @@ fn a_hundred_ranks_on_two_cores_start_and_end_cleanly() {
     );
     out.assert_nothing_left(&before);
 }
+
+/// Ranks of a 3-rank job started by hand (the environment another launcher
+/// gives), with `key` and a short init timeout.
+fn hand_started(ranks: &[(u32, &str)], port: u16, tag: &str) -> Vec<Outcome> {
+    let cmds = ranks
+        .iter()
+        .map(|&(r, key)| {
+            let mut cmd = std::process::Command::new(rank_bin!());
+            gaspi_tests::clean_env(&mut cmd);
+            cmd.env("GASPI_RANK", r.to_string())
+                .env("GASPI_SIZE", "3")
+                .env("GASPI_RENDEZVOUS", format!("127.0.0.1:{port}"))
+                .env("GASPI_JOB_KEY", key)
+                .env("GASPI_INIT_TIMEOUT_MS", "1500")
+                .args(["init-term"]);
+            cmd
+        })
+        .collect();
+    gaspi_tests::run_all(cmds, tag, Duration::from_secs(30))
+}
+
+#[test]
+fn a_rank_left_waiting_for_the_endpoint_table_says_it_timed_out_not_that_the_key_is_wrong() {
+    // Rank 2 never comes: rank 0 waits for it, rank 1 for the table.
+    let port = gaspi_tests::free_port();
+    let outs = hand_started(
+        &[(0, "the-key"), (1, "the-key")],
+        port,
+        &gaspi_tests::fresh_tag(),
+    );
+    let rank1 = &outs[1];
+    assert_ne!(rank1.code, 0, "{}", rank1.dump());
+    // Rank 0 times out first and tells rank 1 (naming rank 2), or rank 1
+    // does itself: a timeout either way, and no word of a key.
+    assert!(rank1.stderr.contains("timed out"), "{}", rank1.dump());
+    assert!(!rank1.stderr.contains("key"), "{}", rank1.dump());
+    assert_ne!(outs[0].code, 0, "{}", outs[0].dump());
+    assert!(
+        outs[0].stderr.contains("timed out") && outs[0].stderr.contains("rank 2"),
+        "{}",
+        outs[0].dump()
+    );
+}
+
+#[test]
+fn a_rank_with_another_job_key_is_told_the_key_may_be_why() {
+    let port = gaspi_tests::free_port();
+    let outs = hand_started(
+        &[(0, "the-key"), (1, "another-key")],
+        port,
+        &gaspi_tests::fresh_tag(),
+    );
+    let rank1 = &outs[1];
+    assert_ne!(rank1.code, 0, "{}", rank1.dump());
+    assert!(
+        rank1.stderr.contains("job key") && !rank1.stderr.contains("timed out"),
+        "{}",
+        rank1.dump()
+    );
+}

@@ -202,8 +202,10 @@ pub(crate) fn exchange_endpoints(
         if let Ok(a) = listener.local_addr() {
             tracing::debug!("rendezvous listening on {a}");
         }
+        let started = Instant::now();
         let mut table: Vec<Option<Endpoint>> = vec![None; n];
-        let accepted = handshake::accept_authenticated(
+        let mut accepted = Vec::with_capacity(n - 1);
+        let checked_in = handshake::accept_authenticated(
             &listener,
             &info.job_key,
             RENDEZVOUS,
@@ -220,7 +222,30 @@ pub(crate) fn exchange_endpoints(
                 table[r] = Some(ep.clone());
                 Ok(())
             },
-        )?;
+            &mut accepted,
+        );
+        if let Err(e) = checked_in {
+            // Those that checked in learn why no table comes, rather than
+            // wait for their own deadline or guess from a closed socket.
+            let missing: Vec<usize> = (1..n).filter(|&r| table[r].is_none()).collect();
+            let why = if Instant::now() >= deadline {
+                format!(
+                    "rank 0 timed out after {:.1?} waiting for {} to check in at the \
+                     rendezvous (GASPI_INIT_TIMEOUT_MS raises the limit)",
+                    started.elapsed(),
+                    rank_list(&missing)
+                )
+            } else {
+                format!("rank 0 could not complete the rendezvous: {e}")
+            };
+            for (s, _) in accepted.iter_mut() {
+                let _ = s
+                    .set_nonblocking(false)
+                    .and_then(|_| s.set_write_timeout(Some(Duration::from_millis(200))));
+                let _ = write_frame(s, &TableOrAbort::Abort(why.clone()));
+            }
+            return Err(Error::Bootstrap(why));
+        }
         let mut conns = Vec::with_capacity(n - 1);
         for (s, ep) in accepted {
             blocking(&s, deadline)?;
@@ -240,7 +265,7 @@ pub(crate) fn exchange_endpoints(
                     t[0].control.set_ip(local.ip());
                 }
             }
-            write_frame(s, &t)?;
+            write_frame(s, &TableOrAbort::Table(t))?;
         }
         Ok((table, conns))
     } else {
@@ -257,7 +282,7 @@ pub(crate) fn exchange_endpoints(
             }
         }
         auth::answer(&mut s, &info.job_key, RENDEZVOUS, &me)?;
-        let table: Vec<Endpoint> = read_frame(&mut s).map_err(|e| match Failure::of(&e) {
+        let answer: TableOrAbort = read_frame(&mut s).map_err(|e| match Failure::of(&e) {
             Failure::TimedOut => Error::Bootstrap(format!(
                 "timed out after {:.1?} waiting for the endpoint table from rank 0 \
                  (it has not heard from every rank yet; GASPI_INIT_TIMEOUT_MS raises the limit)",
@@ -274,6 +299,10 @@ pub(crate) fn exchange_endpoints(
                 Error::Bootstrap(format!("receiving the endpoint table from rank 0: {e}"))
             }
         })?;
+        let table = match answer {
+            TableOrAbort::Table(t) => t,
+            TableOrAbort::Abort(why) => return Err(Error::Bootstrap(why)),
+        };
         if table.len() != n {
             return Err(Error::Bootstrap(format!(
                 "rank 0 sent {} endpoints for a job of {n}",
@@ -427,6 +456,30 @@ pub(crate) fn finish_start(
     match failure {
         None => Ok(()),
         Some(why) => Err(Error::Bootstrap(why)),
+    }
+}
+
+/// Rank 0's answer at the rendezvous.
+#[derive(Debug, Serialize, Deserialize)]
+enum TableOrAbort {
+    /// Every rank's endpoint, indexed by rank.
+    Table(Vec<Endpoint>),
+    /// Why the job does not start (rank 0 timed out waiting for others).
+    Abort(String),
+}
+
+/// "rank 2", "ranks 2, 3, 5", "ranks 2, 3, ... (40 ranks)".
+fn rank_list(ranks: &[usize]) -> String {
+    match ranks {
+        [r] => format!("rank {r}"),
+        _ => {
+            let shown: Vec<String> = ranks.iter().take(8).map(|r| r.to_string()).collect();
+            if ranks.len() > 8 {
+                format!("ranks {}, ... ({} ranks)", shown.join(", "), ranks.len())
+            } else {
+                format!("ranks {}", shown.join(", "))
+            }
+        }
     }
 }
 
