@@ -121,8 +121,15 @@ impl SegmentError {
 pub struct HostId(pub String);
 
 impl HostId {
-    /// The identity of the host this process runs on.
+    /// The identity of the host this process runs on (found once per
+    /// process: every mapping of a peer's memory checks it, and a rank of
+    /// a large job maps hundreds).
     pub fn current() -> HostId {
+        static CURRENT: std::sync::OnceLock<HostId> = std::sync::OnceLock::new();
+        CURRENT.get_or_init(HostId::find).clone()
+    }
+
+    fn find() -> HostId {
         if let Ok(id) = std::env::var("GASPI_HOST_ID") {
             return HostId(id);
         }

@@ -256,16 +256,28 @@ pub(crate) fn exchange_endpoints(
             .into_iter()
             .map(|e| e.expect("all ranks checked in"))
             .collect();
+        // One frame for all (N frames of N endpoints each: encoded once),
+        // unless rank 0's control listener is on every interface: then
+        // each peer is told rank 0's address as seen from that peer.
+        let shared = match table[0].control.ip().is_unspecified() {
+            true => None,
+            false => Some(crate::wire::encode(&TableOrAbort::Table(table.clone()))?),
+        };
         for (_, s) in conns.iter_mut() {
-            // A control listener on every interface: tell each peer rank
-            // 0's address as seen from that peer.
-            let mut t = table.clone();
-            if t[0].control.ip().is_unspecified() {
-                if let Ok(local) = s.local_addr() {
-                    t[0].control.set_ip(local.ip());
+            let own;
+            let frame: &[u8] = match &shared {
+                Some(f) => f,
+                None => {
+                    let mut t = table.clone();
+                    if let Ok(local) = s.local_addr() {
+                        t[0].control.set_ip(local.ip());
+                    }
+                    own = crate::wire::encode(&TableOrAbort::Table(t))?;
+                    &own
                 }
-            }
-            write_frame(s, &TableOrAbort::Table(t))?;
+            };
+            std::io::Write::write_all(s, frame)
+                .map_err(|e| Error::io("sending the endpoint table", e))?;
         }
         Ok((table, conns))
     } else {
