@@ -220,6 +220,16 @@ enum Cmd {
         #[arg(long)]
         expect_timeouts: bool,
     },
+    /// Two ranks. Rank 0 prints "pid P" and waits (up to 60 s) until
+    /// rank 1 is gone, then terms. Rank 1 prints "pid P", waits for
+    /// `--go-file` to exist (the test stops rank 0 meanwhile), registers a
+    /// new segment with rank 0 with a 300 ms timeout, which must time out,
+    /// and leaves. Rank 0, continued after that, maps the segment of a
+    /// rank that has ended (the test reads its log; decision 0028).
+    RegisterAfterOwnerEnds {
+        #[arg(long)]
+        go_file: std::path::PathBuf,
+    },
     /// Init, then term and exit without communicating (the start-up race
     /// of issue 23, decision 0028). The ranks finish in permutation number
     /// `--order` (modulo N!, for N up to 20; a shuffle seeded with it
@@ -340,6 +350,7 @@ fn main() {
         } => idle_wait(sleep_ms, max_cpu_fraction),
         Cmd::Hello => hello(),
         Cmd::InitTerm { order, step_us } => init_term(order, step_us),
+        Cmd::RegisterAfterOwnerEnds { go_file } => register_after_owner_ends(&go_file),
         Cmd::AtomicRetry {
             count,
             bound,
@@ -1849,6 +1860,39 @@ fn atomic_retry(count: u64, bound: bool, expect_timeouts: bool) -> Res {
     );
     say(&g, format!("ok atomic retry: {timeouts} timeouts"));
     finish(g)
+}
+
+fn register_after_owner_ends(go_file: &std::path::Path) -> Res {
+    let g = init(Config::from_env())?;
+    ensure!(g.size() == 2, "needs 2 ranks");
+    say(&g, format!("pid {}", std::process::id()));
+    let until = Instant::now() + Duration::from_secs(60);
+    if g.rank() == Rank(0) {
+        while g.state_vec()[1] == RankState::Healthy {
+            ensure!(Instant::now() < until, "rank 1 never left");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        g.term()?;
+        say_rank(0, "ok rank 1 gone");
+        return Ok(());
+    }
+    while !go_file.exists() {
+        ensure!(Instant::now() < until, "no {}", go_file.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _seg = g.segment_alloc(SegId(1), 4096, Memory::Host)?;
+    expect_err!(
+        g.segment_register(SegId(1), Rank(0), Timeout::Ms(300)),
+        Error::Timeout { .. }
+    );
+    say(&g, "ok registration timed out");
+    g.term()?;
+    Ok(())
+}
+
+fn say_rank(rank: u32, msg: &str) {
+    println!("rank {rank}: {msg}");
+    let _ = std::io::stdout().flush();
 }
 
 fn init_term(order: u64, step_us: u64) -> Res {

@@ -159,3 +159,73 @@ fn a_rank_with_another_job_key_is_told_the_key_may_be_why() {
         rank1.dump()
     );
 }
+
+/// The state letter of process `pid` ('T' stopped, 'Z' zombie), or None
+/// once it is gone.
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < until, "waited 30 s for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_registration_that_arrives_after_its_owner_ended_names_the_owner_as_gone() {
+    // Rank 1 registers a segment with rank 0 while rank 0 is stopped, times
+    // out and ends; rank 0, continued, then reads the registration and
+    // cannot map the memory of a process that has ended: the error names
+    // rank 1, never a bare ENOENT (decision 0028).
+    let before = shm_files();
+    let dir = gaspi_tests::TempDir::new("register-after-end");
+    let go = dir.path().join("go");
+    let mut job = Job::new(&rank_bin!(), 2)
+        .args(&["register-after-owner-ends", "--go-file"])
+        .args(&[go.to_str().expect("a UTF-8 temp path")])
+        .spawn();
+    job.wait_for_lines(": pid ", 2, Duration::from_secs(30));
+    let pids: Vec<(u32, i32)> = job
+        .stdout_lines()
+        .iter()
+        .filter_map(|l| {
+            let (rank, pid) = l.strip_prefix("rank ")?.split_once(": pid ")?;
+            Some((rank.parse().ok()?, pid.trim().parse().ok()?))
+        })
+        .collect();
+    let pid_of = |r: u32| pids.iter().find(|p| p.0 == r).expect("both pids").1;
+    let (p0, p1) = (pid_of(0), pid_of(1));
+    // SAFETY: kill(2) on a rank of this test's job, alive (it printed and
+    // waits for rank 1), reaped only by the job's launcher after it exits.
+    unsafe { libc::kill(p0, libc::SIGSTOP) };
+    wait_until("rank 0 to stop", || process_state(p0) == Some('T'));
+    std::fs::write(&go, b"").expect("creating the go file");
+    job.wait_for_lines("ok registration timed out", 1, Duration::from_secs(30));
+    wait_until("rank 1 to end", || {
+        matches!(process_state(p1), None | Some('Z') | Some('X'))
+    });
+    // SAFETY: as above; rank 0 is stopped, so still there.
+    unsafe { libc::kill(p0, libc::SIGCONT) };
+    let out = job.finish(Duration::from_secs(60));
+    out.assert_success();
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("could not map"))
+        .unwrap_or_else(|| panic!("rank 0 did not try the mapping:\n{}", out.dump()));
+    assert!(
+        line.contains("rank 1") && (line.contains("dead") || line.contains("terminated")),
+        "{line}\n{}",
+        out.dump()
+    );
+    assert!(
+        !out.stderr.contains("ENOENT") && !out.stderr.contains("No such file"),
+        "{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
