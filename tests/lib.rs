@@ -426,6 +426,11 @@ impl Running {
         }
     }
 
+    /// The standard output lines read so far.
+    pub fn stdout_lines(&self) -> &[String] {
+        &self.stdout
+    }
+
     /// Waits until stdout has `count` lines containing `needle`; panics with
     /// the output after `timeout` or if the process ends first.
     pub fn wait_for_lines(&mut self, needle: &str, count: usize, timeout: Duration) {

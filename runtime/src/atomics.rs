@@ -10,13 +10,72 @@
 //! owner's progress engine, which applies the same hardware atomic on its
 //! own memory and replies with the old value. Both paths use the same
 //! instruction on the same physical word, so they are atomic together.
+//!
+//! # A timeout, and the call repeated (decision 0029)
+//!
+//! A hardware atomic on a mapping completes within the call: it never
+//! times out. A request to the owner (TCP, RDMA without NIC atomics, bound
+//! memory) may: the call returns [`Error::Timeout`] when its timeout
+//! passes before the owner's answer arrives, which over a network is
+//! always the case for [`Timeout::Test`]. Such a request is either
+//!
+//! - *not sent* (no room on the connection, or not yet connected): it has
+//!   no effect and is forgotten; or
+//! - *sent*: it is applied by the owner exactly once whatever the caller
+//!   does next, and this rank keeps it as *abandoned*. The next call of
+//!   this rank with the same target rank, segment, offset, operation and
+//!   operands does not send a new request: it *adopts* the oldest
+//!   abandoned one, waits for its answer within its own timeout and
+//!   returns the value it had (or times out again, leaving it abandoned).
+//!
+//! So the GASPI idiom "repeat while `Timeout`" applies the operation once
+//! per call that succeeds, as on shared memory, and a loop of
+//! `Timeout::Test` calls completes. A call that times out and is never
+//! repeated still takes effect; its old value is lost. Each abandoned
+//! request is adopted by one call only, so threads that repeat the same
+//! operation still apply it once per successful call between them. At most
+//! [`MAX_ABANDONED`] requests are kept; beyond that the oldest is dropped
+//! (it still takes effect, and an identical call sends anew). A target
+//! found dead ends every call that adopts one of its requests with
+//! `PeerDead`.
 
 use crate::context::{Gaspi, Inner};
+use crate::control::Urgency;
 use crate::error::{Error, Result, Side};
 use crate::ops::lookup_remote;
 use crate::stats::{Counter, Op};
 use crate::types::{Rank, SegId, Timeout};
 use crate::wire::{AtomicOp, Message};
+use std::sync::Mutex;
+
+/// The most atomic requests kept for an identical call to adopt.
+pub(crate) const MAX_ABANDONED: usize = 1024;
+
+/// What an atomic request asked: an identical call adopts it.
+type AtomicKey = (Rank, SegId, u64, AtomicOp);
+
+/// Atomic requests whose call returned `Timeout` after sending them,
+/// oldest first, with their tokens (their reply rooms stay in place).
+#[derive(Debug, Default)]
+pub(crate) struct AbandonedAtomics(Mutex<Vec<(AtomicKey, u64)>>);
+
+impl AbandonedAtomics {
+    /// Takes the oldest request that asked for `key`, if any.
+    fn adopt(&self, key: &AtomicKey) -> Option<u64> {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let at = v.iter().position(|(k, _)| k == key)?;
+        Some(v.remove(at).1)
+    }
+
+    /// Keeps `token` for an identical call; returns the token of a
+    /// request dropped to make room, whose reply room is to be freed.
+    fn abandon(&self, key: AtomicKey, token: u64) -> Option<u64> {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let dropped = (v.len() >= MAX_ABANDONED).then(|| v.remove(0).1);
+        v.push((key, token));
+        dropped
+    }
+}
 
 impl Inner {
     /// Applies `op` on this rank's own segment (owner side): checked again
@@ -66,18 +125,56 @@ impl Inner {
             None if rank == self.rank => self.owner_atomic(seg, offset, op),
             None => {
                 let t = std::time::Instant::now();
-                let r = self.request_value(
-                    rank,
-                    |token| Message::Atomic {
-                        token,
-                        seg: seg.0,
-                        offset,
-                        op,
-                    },
-                    timeout.deadline(),
-                    name,
-                );
+                let r = self.atomic_request(rank, seg, offset, op, timeout, name);
                 self.stats.waited(t.elapsed());
+                r
+            }
+        }
+    }
+
+    /// An atomic applied by the owner `rank` on request, with the
+    /// adoption rule of the module docs.
+    fn atomic_request(
+        &self,
+        rank: Rank,
+        seg: SegId,
+        offset: u64,
+        op: AtomicOp,
+        timeout: Timeout,
+        name: &'static str,
+    ) -> Result<u64> {
+        let deadline = timeout.deadline();
+        let key = (rank, seg, offset, op);
+        let token = match self.abandoned_atomics.adopt(&key) {
+            Some(token) => token,
+            None => {
+                let token = self.next_token();
+                self.expect_reply(token);
+                let msg = Message::Atomic {
+                    token,
+                    seg: seg.0,
+                    offset,
+                    op,
+                };
+                // The whole frame or nothing: not sent, it has no effect.
+                if let Err(e) = self.send_by(rank, &msg, Urgency::Within(deadline), name) {
+                    self.forget_reply(token);
+                    return Err(e);
+                }
+                token
+            }
+        };
+        match self.await_reply(rank, token, deadline, name) {
+            Err(e @ Error::Timeout { .. }) => {
+                // Sent, so it will be applied: the next identical call
+                // takes its answer instead of sending another.
+                if let Some(dropped) = self.abandoned_atomics.abandon(key, token) {
+                    self.forget_reply(dropped);
+                }
+                Err(e)
+            }
+            r => {
+                self.forget_reply(token);
                 r
             }
         }
@@ -87,6 +184,22 @@ impl Inner {
 impl Gaspi {
     /// Adds `value` (wrapping) to the u64 at `offset` of segment `seg` of
     /// `rank` and returns the value it had. `offset` must be 8-byte aligned.
+    ///
+    /// # After `Timeout`
+    ///
+    /// Where the word is mapped here (shared memory) the call never times
+    /// out. Where the owner applies it (over TCP, on bound memory), a call
+    /// that returns [`Error::Timeout`] either had no effect (the request
+    /// could not be sent in time) or sent the request, which the owner
+    /// then applies exactly once. In the second case the request is kept,
+    /// and the next call of this rank with the same `seg`, `offset`, `rank`
+    /// and `value` *adopts* it rather than sending another: it returns
+    /// that request's old value when the answer comes (or times out again
+    /// and keeps it). So repeating the call while it returns `Timeout`, as
+    /// GASPI programs do (`Timeout::Test` included), adds `value` once;
+    /// a timed-out call that is never repeated still adds it. Up to 1024
+    /// requests are kept (the oldest beyond, still applied, is no longer
+    /// adopted); decision 0029.
     pub fn atomic_fetch_add(
         &self,
         seg: SegId,
@@ -111,6 +224,13 @@ impl Gaspi {
     /// it equals `comparator`; returns the value it had (equal to
     /// `comparator` exactly when the swap happened). `offset` must be
     /// 8-byte aligned.
+    ///
+    /// A call that returns [`Error::Timeout`] had no effect or will be
+    /// applied exactly once, and the next call with the same `seg`,
+    /// `offset`, `rank`, `comparator` and `new` adopts it, returning its
+    /// old value, as for [`Gaspi::atomic_fetch_add`] (see there): a
+    /// compare-and-swap loop that repeats the call while it times out
+    /// swaps at most once per successful call.
     pub fn atomic_compare_swap(
         &self,
         seg: SegId,

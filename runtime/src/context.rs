@@ -87,6 +87,9 @@ pub(crate) struct Inner {
     pub sweeps: crate::progress::Sweeps,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
     failures: AtomicU64,
+    /// Atomic requests whose call returned `Timeout`, for an identical
+    /// call to adopt (`atomics.rs`, decision 0029).
+    pub abandoned_atomics: crate::atomics::AbandonedAtomics,
     /// Calls, bytes and waiting time (see `stats.rs`).
     pub stats: crate::stats::Stats,
     /// Passive messages received, not yet taken (see `passive.rs`).
@@ -497,23 +500,18 @@ impl Inner {
         deadline: Option<Instant>,
         op: &'static str,
     ) -> Result<u64> {
-        let token = self.tokens.fetch_add(1, Ordering::Relaxed);
-        self.replies
-            .done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, None);
+        let token = self.next_token();
+        self.expect_reply(token);
         let sent = self.send_by(rank, &make(token), Urgency::Within(deadline), op);
         let result = sent.and_then(|_| self.await_reply(rank, token, deadline, op));
-        self.replies
-            .done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&token);
+        self.forget_reply(token);
         result
     }
 
-    fn await_reply(
+    /// Waits until `deadline` for the reply to request `token` to `rank`
+    /// (sent, its room made with [`Inner::expect_reply`]), leaving its
+    /// room in place.
+    pub(crate) fn await_reply(
         &self,
         rank: Rank,
         token: u64,
@@ -546,6 +544,24 @@ impl Inner {
         }
     }
 
+    /// Makes room for the reply to request `token` (before it is sent).
+    pub fn expect_reply(&self, token: u64) {
+        self.replies
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, None);
+    }
+
+    /// Forgets request `token`: a reply that comes later is dropped.
+    pub fn forget_reply(&self, token: u64) {
+        self.replies
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&token);
+    }
+
     /// Records a reply (progress engine).
     pub fn complete(&self, token: u64, result: std::result::Result<u64, String>) {
         let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
@@ -569,10 +585,25 @@ impl Inner {
                 rank: owner,
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
-        let remote = transport.attach(owner, seg as u8, desc, &self.gpu_home)?;
+        let remote = transport
+            .attach(owner, seg as u8, desc, &self.gpu_home)
+            .map_err(|e| self.owner_gone(owner, e))?;
         self.tables
             .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())
+    }
+
+    /// `e`, unless it says that the process of `owner` has ended (its
+    /// memory could not be opened because of that): then the error that
+    /// names `owner` as gone, terminated if it said goodbye, else dead.
+    pub fn owner_gone(&self, owner: Rank, e: Error) -> Error {
+        match e {
+            Error::Segment(gaspi_segments::SegmentError::OwnerGone { .. }) => self
+                .peer_ok(owner)
+                .err()
+                .unwrap_or(Error::PeerDead { rank: owner }),
+            e => e,
+        }
     }
 
     /// Forgets a segment `owner` registered with this rank.
@@ -749,21 +780,13 @@ impl Gaspi {
         } else {
             (vec![me], Vec::new())
         };
-        let mut star: Vec<Option<std::net::TcpStream>> = {
-            let mut by_rank: Vec<Option<std::net::TcpStream>> = (0..size).map(|_| None).collect();
-            for (r, s) in star {
-                by_rank[r as usize] = Some(s);
-            }
-            by_rank
-        };
+        let mut star = star;
         let here = me_host.clone();
         let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
         let tcp = Arc::new(TcpTransport::default());
         let tcp_dyn: Arc<dyn Transport> = tcp.clone();
-        let mut readers = Vec::new();
         let mut peers = Vec::with_capacity(size as usize);
         for ep in table {
-            let conn = star[ep.rank as usize].take();
             // A rank reaches itself through shared memory whatever else.
             let same_host =
                 ep.host == here && (ep.rank == rank.0 || config.transport == TransportChoice::Auto);
@@ -778,18 +801,12 @@ impl Gaspi {
                 #[cfg(not(feature = "verbs"))]
                 tcp_dyn.clone()
             });
-            let control = OnceLock::new();
-            if let Some(c) = conn {
-                crate::control::watch_liveness(&c, config.peer_timeout)?;
-                let c = Arc::new(c);
-                let _ = control.set(ControlOut::new(c.clone())?);
-                readers.push((Rank(ep.rank), c));
-            }
             peers.push(Peer {
                 endpoint: ep,
                 state: AtomicU8::new(HEALTHY),
                 failed_seq: AtomicU64::new(u64::MAX),
-                control,
+                // The star's connections, once start-up is over (below).
+                control: OnceLock::new(),
                 connecting: Mutex::new(()),
                 transport,
                 settle_stash: Default::default(),
@@ -829,6 +846,7 @@ impl Gaspi {
             engine_waker: OnceLock::new(),
             sweeps: Default::default(),
             failures: AtomicU64::new(0),
+            abandoned_atomics: Default::default(),
             stats: crate::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
             gpu_home: Default::default(),
@@ -851,11 +869,29 @@ impl Gaspi {
         if let Some(v) = &inner.verbs {
             v.bind(Arc::downgrade(&inner), tcp_dyn.clone())?;
         }
-        for r in 0..size {
+        // Every peer's system segment (mapped, for same-host peers), then
+        // the start barrier: no rank leaves init before every rank has
+        // mapped the memory of its same-host peers, which is opened through
+        // its owner's descriptors and so needs the owner alive (decision
+        // 0028). A rank that fails here tells rank 0, which stops the
+        // whole job's start-up with its reason.
+        let mapped = (0..size).try_for_each(|r| {
             let desc = inner.peers[r as usize].endpoint.system.clone();
-            if inner.peers[r as usize].transport.is_some() {
-                inner.attach(Rank(r), SYSTEM_SEG, &desc)?;
+            match inner.peers[r as usize].transport.is_some() {
+                true => inner.attach(Rank(r), SYSTEM_SEG, &desc),
+                false => Ok(()),
             }
+        });
+        bootstrap::finish_start(&info, &mut star, mapped, deadline)?;
+        // The star's connections become control connections.
+        let mut readers = Vec::with_capacity(star.len());
+        for (r, c) in star {
+            crate::control::watch_liveness(&c, inner.config.peer_timeout)?;
+            let c = Arc::new(c);
+            let _ = inner.peers[r as usize]
+                .control
+                .set(ControlOut::new(c.clone())?);
+            readers.push((Rank(r), c));
         }
         let engine = ProgressEngine::start(inner.clone(), readers, listener)?;
         let by_transport = |name: &str| {

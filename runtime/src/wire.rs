@@ -109,7 +109,7 @@ pub(crate) enum Message {
 }
 
 /// A read-modify-write on a u64 of a segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) enum AtomicOp {
     /// Add (wrapping).
     FetchAdd(u64),

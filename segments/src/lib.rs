@@ -69,6 +69,14 @@ pub enum SegmentError {
         /// this host
         here: String,
     },
+    /// The process that owns the memory has ended (or is ending): its
+    /// descriptors are gone, so the memory can no longer be opened. Not a
+    /// fault of the memory: the caller names the owner as gone.
+    #[error("the owner of the memory, process {pid}, has ended")]
+    OwnerGone {
+        /// owner process
+        pid: u32,
+    },
     /// The kind of memory has no way to be reached from here.
     #[error("memory descriptor of kind {0} cannot be mapped by a peer")]
     NotMappable(&'static str),

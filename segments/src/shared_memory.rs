@@ -84,7 +84,10 @@ pub struct PeerMapping {
 
 impl PeerMapping {
     /// Maps the memory a peer described. Fails if the peer is on another
-    /// host, is gone, or the descriptor is not of a mappable kind.
+    /// host, is gone ([`SegmentError::OwnerGone`]: the memory is opened
+    /// through the owner's descriptor table, so the owner must be alive
+    /// while this runs; the runtime arranges that, see decision 0028), or
+    /// the descriptor is not of a mappable kind.
     pub fn open(desc: &MemoryDescriptor) -> Result<PeerMapping, SegmentError> {
         let MemoryDescriptor::SharedFd { host, pid, fd, len } = desc else {
             return Err(SegmentError::NotMappable("non-memfd"));
@@ -102,7 +105,12 @@ impl PeerMapping {
             nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )
-        .map_err(|e| SegmentError::os(format!("opening peer memory {path}"), e))?;
+        .map_err(|e| match e {
+            nix::Error::ENOENT | nix::Error::ESRCH if owner_ending(*pid) => {
+                SegmentError::OwnerGone { pid: *pid }
+            }
+            e => SegmentError::os(format!("opening peer memory {path}"), e),
+        })?;
         let file = File::from(raw);
         // The descriptor number could have been reused by the peer for some
         // other file; check that what we opened is at least as large.
@@ -142,6 +150,33 @@ impl PeerMapping {
     }
 }
 
+/// Whether process `pid`, whose descriptor could not be found, has ended
+/// or is ending. A process closes its descriptors on its way out before it
+/// becomes a zombie, so a running one is given a moment (up to 50 ms, on
+/// this error path only) to show that it is exiting; one that still runs
+/// then merely lacks the descriptor (it deleted the memory).
+fn owner_ending(pid: u32) -> bool {
+    for _ in 0..10 {
+        if !process_running(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    !process_running(pid)
+}
+
+/// Whether process `pid` still runs: it exists and is not a zombie (a
+/// zombie has closed every descriptor already).
+fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the state follows the last ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +192,33 @@ mod tests {
             *peer.as_ptr().add(8191) = 7;
             assert_eq!(*shm.as_ptr().add(8191), 7);
         }
+    }
+
+    #[test]
+    fn memory_of_an_ended_process_is_reported_as_its_owner_gone() {
+        // A child that creates nothing: its pid, once reaped, names no
+        // process, as a peer's does after it ended.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let shm = SharedMemory::create("gone", 4096).unwrap();
+        let mut d = shm.descriptor();
+        if let MemoryDescriptor::SharedFd { pid: p, .. } = &mut d {
+            *p = pid;
+        }
+        match PeerMapping::open(&d) {
+            Err(SegmentError::OwnerGone { pid: p }) => assert_eq!(p, pid),
+            other => panic!("{other:?}"),
+        }
+        // A live owner without that descriptor is no owner gone.
+        if let MemoryDescriptor::SharedFd { pid: p, fd, .. } = &mut d {
+            *p = std::process::id();
+            *fd = 1 << 20;
+        }
+        assert!(matches!(
+            PeerMapping::open(&d),
+            Err(SegmentError::Os { .. })
+        ));
     }
 
     #[test]

@@ -202,6 +202,46 @@ enum Cmd {
     },
     /// Prints "hello from rank R of N" (stdout) and "note from rank R" (stderr).
     Hello,
+    /// Every rank adds 1 to a counter (word 0) on every rank `--count`
+    /// times with `atomic_fetch_add(.., Timeout::Test)` and as many times
+    /// to a second counter (word 1) with a compare-and-swap loop of
+    /// `atomic_compare_swap(.., Timeout::Test)`, repeating each call while
+    /// it returns `Timeout` (the GASPI idiom; decision 0029). After a
+    /// barrier every rank checks that both its counters are `count * N`
+    /// and prints "ok atomic retry: T timeouts". With `--bound` the segment
+    /// is user memory (`segment_use`), so same-host atomics go to the owner
+    /// too; with `--expect-timeouts` some call must have timed out (the
+    /// retry path ran).
+    AtomicRetry {
+        #[arg(long, default_value_t = 50)]
+        count: u64,
+        #[arg(long)]
+        bound: bool,
+        #[arg(long)]
+        expect_timeouts: bool,
+    },
+    /// Two ranks. Rank 0 prints "pid P" and waits (up to 60 s) until
+    /// rank 1 is gone, then terms. Rank 1 prints "pid P", waits for
+    /// `--go-file` to exist (the test stops rank 0 meanwhile), registers a
+    /// new segment with rank 0 with a 300 ms timeout, which must time out,
+    /// and leaves. Rank 0, continued after that, maps the segment of a
+    /// rank that has ended (the test reads its log; decision 0028).
+    RegisterAfterOwnerEnds {
+        #[arg(long)]
+        go_file: std::path::PathBuf,
+    },
+    /// Init, then term and exit without communicating (the start-up race
+    /// of issue 23, decision 0028). The ranks finish in permutation number
+    /// `--order` (modulo N!, for N up to 20; a shuffle seeded with it
+    /// above) of their ranks: the rank in place `p` of that order sleeps
+    /// `p * --step-us` microseconds between init and term (0: none at all).
+    /// Prints "ok init-term" after term.
+    InitTerm {
+        #[arg(long, default_value_t = 0)]
+        order: u64,
+        #[arg(long, default_value_t = 0)]
+        step_us: u64,
+    },
     /// Rank `fail_rank` exits with `code` once all have met; `late_rank`
     /// exits with `late_code` `late_ms` later; the others exit 0.
     ExitCode {
@@ -309,6 +349,13 @@ fn main() {
             max_cpu_fraction,
         } => idle_wait(sleep_ms, max_cpu_fraction),
         Cmd::Hello => hello(),
+        Cmd::InitTerm { order, step_us } => init_term(order, step_us),
+        Cmd::RegisterAfterOwnerEnds { go_file } => register_after_owner_ends(&go_file),
+        Cmd::AtomicRetry {
+            count,
+            bound,
+            expect_timeouts,
+        } => atomic_retry(count, bound, expect_timeouts),
         Cmd::ExitCode {
             fail_rank,
             code,
@@ -1764,6 +1811,123 @@ fn hello() -> Res {
     eprintln!("note from rank {}", g.rank().0);
     g.barrier(Group::ALL, LONG)?;
     finish(g)
+}
+
+fn atomic_retry(count: u64, bound: bool, expect_timeouts: bool) -> Res {
+    let g = init(Config::from_env())?;
+    let n = g.size();
+    let _seg = if bound {
+        g.segment_use(SEG, vec![0u8; 4096].into_boxed_slice(), Group::ALL, LONG)?
+    } else {
+        g.segment_create(SEG, 4096, Memory::Host, Group::ALL, LONG)?
+    };
+    let mut timeouts = 0u64;
+    // Repeats `call` while it returns Timeout, as GASPI programs do.
+    let mut retry = |call: &mut dyn FnMut() -> gaspi::Result<u64>| -> Res<u64> {
+        loop {
+            match call() {
+                Err(Error::Timeout { .. }) => timeouts += 1,
+                other => return Ok(other?),
+            }
+        }
+    };
+    for i in 0..count {
+        for k in 0..n {
+            let target = Rank((g.rank().0 + k + i as u32) % n);
+            retry(&mut || g.atomic_fetch_add(SEG, 0, target, 1, Timeout::Test))?;
+            let mut expected = 0;
+            loop {
+                let old = retry(&mut || {
+                    g.atomic_compare_swap(SEG, 8, target, expected, expected + 1, Timeout::Test)
+                })?;
+                if old == expected {
+                    break;
+                }
+                expected = old;
+            }
+        }
+    }
+    g.barrier(Group::ALL, LONG)?;
+    let words: Vec<u64> = _seg.read_vec(0, 2)?;
+    let want = count * n as u64;
+    ensure!(
+        words == [want, want],
+        "counters {words:?}, expected {want} each ({count} x {n} ranks; {timeouts} timeouts)"
+    );
+    ensure!(
+        !expect_timeouts || timeouts > 0,
+        "no call timed out: the retry path did not run"
+    );
+    say(&g, format!("ok atomic retry: {timeouts} timeouts"));
+    finish(g)
+}
+
+fn register_after_owner_ends(go_file: &std::path::Path) -> Res {
+    let g = init(Config::from_env())?;
+    ensure!(g.size() == 2, "needs 2 ranks");
+    say(&g, format!("pid {}", std::process::id()));
+    let until = Instant::now() + Duration::from_secs(60);
+    if g.rank() == Rank(0) {
+        while g.state_vec()[1] == RankState::Healthy {
+            ensure!(Instant::now() < until, "rank 1 never left");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        g.term()?;
+        say_rank(0, "ok rank 1 gone");
+        return Ok(());
+    }
+    while !go_file.exists() {
+        ensure!(Instant::now() < until, "no {}", go_file.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _seg = g.segment_alloc(SegId(1), 4096, Memory::Host)?;
+    expect_err!(
+        g.segment_register(SegId(1), Rank(0), Timeout::Ms(300)),
+        Error::Timeout { .. }
+    );
+    say(&g, "ok registration timed out");
+    g.term()?;
+    Ok(())
+}
+
+fn say_rank(rank: u32, msg: &str) {
+    println!("rank {rank}: {msg}");
+    let _ = std::io::stdout().flush();
+}
+
+fn init_term(order: u64, step_us: u64) -> Res {
+    let g = init(Config::from_env())?;
+    let (me, n) = (g.rank().0, g.size());
+    if step_us > 0 {
+        let place = finishing_order(n, order)
+            .iter()
+            .position(|&r| r == me)
+            .unwrap_or(0) as u64;
+        std::thread::sleep(Duration::from_micros(place * step_us));
+    }
+    g.term()?;
+    println!("rank {me}: ok init-term");
+    Ok(())
+}
+
+/// Permutation number `k` of the ranks `0..n` (modulo n!, in lexicographic
+/// order) for n up to 20; above, a shuffle seeded with `k`.
+fn finishing_order(n: u32, k: u64) -> Vec<u32> {
+    let mut items: Vec<u32> = (0..n).collect();
+    if n > 20 {
+        use rand::seq::SliceRandom;
+        items.shuffle(&mut rand::rngs::StdRng::seed_from_u64(k));
+        return items;
+    }
+    let fact = |m: u32| (1..=m as u64).product::<u64>();
+    let mut k = k % fact(n);
+    let mut out = Vec::with_capacity(n as usize);
+    for i in (1..=n).rev() {
+        let f = fact(i - 1);
+        out.push(items.remove((k / f) as usize));
+        k %= f;
+    }
+    out
 }
 
 fn exit_code(

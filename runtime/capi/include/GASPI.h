@@ -177,7 +177,14 @@ extern "C"
                                        const gaspi_group_t group,
                                        const gaspi_timeout_t timeout_ms);
 
-  /* ---- atomics (8-byte aligned offsets) ---- */
+  /* ---- atomics (8-byte aligned offsets) ----
+     A call that returns GASPI_TIMEOUT either had no effect or sent its
+     request, which the target then applies exactly once; the next call of
+     this rank with the same segment, offset, rank and values adopts that
+     request (returns its old value) instead of sending another. So a loop
+     that repeats the call while it returns GASPI_TIMEOUT (GASPI_TEST
+     included) applies it once. A timed-out call never repeated still takes
+     effect. (Decision 0029 of gaspi-rs.) */
 
   gaspi_return_t gaspi_atomic_fetch_add (const gaspi_segment_id_t segment_id,
                                          const gaspi_offset_t offset,

@@ -161,7 +161,10 @@ impl Pending {
 /// Accepts connections on `listener` until `want` of them have proved the
 /// job key for `purpose`, each answering with a payload that `admit` takes
 /// (an error of `admit` ends the start-up: it comes from a key holder).
-/// Returns them in the order they completed, streams still non-blocking.
+/// Puts them in `done` in the order they completed, streams still
+/// non-blocking; on an error (the deadline passed) `done` holds those
+/// accepted so far, for the caller to tell why the start-up ends.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     listener: &TcpListener,
     key: &[u8],
@@ -170,12 +173,12 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     deadline: Instant,
     what: &str,
     mut admit: impl FnMut(&T) -> Result<()>,
-) -> Result<Vec<(TcpStream, T)>> {
+    done: &mut Vec<(TcpStream, T)>,
+) -> Result<()> {
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("configuring a listener", e))?;
     let mut pending: Vec<Pending> = Vec::new();
-    let mut done = Vec::with_capacity(want);
     // A flood of strangers costs a few lines and a count (decision 0034).
     let mut dropped = crate::log_tally::Tally::new("connections dropped at a start-up listener");
     while done.len() < want {
@@ -274,5 +277,5 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
             }
         }
     }
-    Ok(done)
+    Ok(())
 }

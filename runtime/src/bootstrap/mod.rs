@@ -202,8 +202,10 @@ pub(crate) fn exchange_endpoints(
         if let Ok(a) = listener.local_addr() {
             tracing::debug!("rendezvous listening on {a}");
         }
+        let started = Instant::now();
         let mut table: Vec<Option<Endpoint>> = vec![None; n];
-        let accepted = handshake::accept_authenticated(
+        let mut accepted = Vec::with_capacity(n - 1);
+        let checked_in = handshake::accept_authenticated(
             &listener,
             &info.job_key,
             RENDEZVOUS,
@@ -220,7 +222,30 @@ pub(crate) fn exchange_endpoints(
                 table[r] = Some(ep.clone());
                 Ok(())
             },
-        )?;
+            &mut accepted,
+        );
+        if let Err(e) = checked_in {
+            // Those that checked in learn why no table comes, rather than
+            // wait for their own deadline or guess from a closed socket.
+            let missing: Vec<usize> = (1..n).filter(|&r| table[r].is_none()).collect();
+            let why = if Instant::now() >= deadline {
+                format!(
+                    "rank 0 timed out after {:.1?} waiting for {} to check in at the \
+                     rendezvous (GASPI_INIT_TIMEOUT_MS raises the limit)",
+                    started.elapsed(),
+                    rank_list(&missing)
+                )
+            } else {
+                format!("rank 0 could not complete the rendezvous: {e}")
+            };
+            for (s, _) in accepted.iter_mut() {
+                let _ = s
+                    .set_nonblocking(false)
+                    .and_then(|_| s.set_write_timeout(Some(Duration::from_millis(200))));
+                let _ = write_frame(s, &TableOrAbort::Abort(why.clone()));
+            }
+            return Err(Error::Bootstrap(why));
+        }
         let mut conns = Vec::with_capacity(n - 1);
         for (s, ep) in accepted {
             blocking(&s, deadline)?;
@@ -231,22 +256,35 @@ pub(crate) fn exchange_endpoints(
             .into_iter()
             .map(|e| e.expect("all ranks checked in"))
             .collect();
+        // One frame for all (N frames of N endpoints each: encoded once),
+        // unless rank 0's control listener is on every interface: then
+        // each peer is told rank 0's address as seen from that peer.
+        let shared = match table[0].control.ip().is_unspecified() {
+            true => None,
+            false => Some(crate::wire::encode(&TableOrAbort::Table(table.clone()))?),
+        };
         for (_, s) in conns.iter_mut() {
-            // A control listener on every interface: tell each peer rank
-            // 0's address as seen from that peer.
-            let mut t = table.clone();
-            if t[0].control.ip().is_unspecified() {
-                if let Ok(local) = s.local_addr() {
-                    t[0].control.set_ip(local.ip());
+            let own;
+            let frame: &[u8] = match &shared {
+                Some(f) => f,
+                None => {
+                    let mut t = table.clone();
+                    if let Ok(local) = s.local_addr() {
+                        t[0].control.set_ip(local.ip());
+                    }
+                    own = crate::wire::encode(&TableOrAbort::Table(t))?;
+                    &own
                 }
-            }
-            write_frame(s, &t)?;
+            };
+            std::io::Write::write_all(s, frame)
+                .map_err(|e| Error::io("sending the endpoint table", e))?;
         }
         Ok((table, conns))
     } else {
         let addr = info
             .rendezvous
             .ok_or_else(|| Error::Bootstrap("no rendezvous address".into()))?;
+        let started = Instant::now();
         let mut s = connect_until(addr, deadline, "rank 0's rendezvous")?;
         blocking(&s, deadline)?;
         let mut me = me;
@@ -256,11 +294,27 @@ pub(crate) fn exchange_endpoints(
             }
         }
         auth::answer(&mut s, &info.job_key, RENDEZVOUS, &me)?;
-        let table: Vec<Endpoint> = read_frame(&mut s).map_err(|e| {
-            Error::Bootstrap(format!(
-                "rank 0 did not send the endpoint table ({e}); wrong job key?"
-            ))
+        let answer: TableOrAbort = read_frame(&mut s).map_err(|e| match Failure::of(&e) {
+            Failure::TimedOut => Error::Bootstrap(format!(
+                "timed out after {:.1?} waiting for the endpoint table from rank 0 \
+                 (it has not heard from every rank yet; GASPI_INIT_TIMEOUT_MS raises the limit)",
+                started.elapsed()
+            )),
+            // Rank 0 drops a connection that cannot prove the job key
+            // without a word; so does a rank 0 that failed.
+            Failure::Closed => Error::Bootstrap(format!(
+                "rank 0 closed the rendezvous connection without sending the endpoint table \
+                 ({e}): it refuses ranks that cannot prove its job key (a different job key?), \
+                 or it failed"
+            )),
+            Failure::Other => {
+                Error::Bootstrap(format!("receiving the endpoint table from rank 0: {e}"))
+            }
         })?;
+        let table = match answer {
+            TableOrAbort::Table(t) => t,
+            TableOrAbort::Abort(why) => return Err(Error::Bootstrap(why)),
+        };
         if table.len() != n {
             return Err(Error::Bootstrap(format!(
                 "rank 0 sent {} endpoints for a job of {n}",
@@ -268,6 +322,176 @@ pub(crate) fn exchange_endpoints(
             )));
         }
         Ok((table, vec![(0, s)]))
+    }
+}
+
+/// How a blocking read on a start-up connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Its read timeout (the start-up deadline) passed.
+    TimedOut,
+    /// The other end closed the connection (or its process ended).
+    Closed,
+    /// Anything else (a malformed frame, a socket error).
+    Other,
+}
+
+impl Failure {
+    fn of(e: &Error) -> Failure {
+        use std::io::ErrorKind as K;
+        match e {
+            Error::Io { source, .. } => match source.kind() {
+                K::WouldBlock | K::TimedOut => Failure::TimedOut,
+                K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => {
+                    Failure::Closed
+                }
+                _ => Failure::Other,
+            },
+            _ => Failure::Other,
+        }
+    }
+}
+
+/// What a rank tells rank 0 at the end of its start-up.
+#[derive(Debug, Serialize, Deserialize)]
+enum StartReport {
+    /// Every same-host peer's memory is mapped; this rank can be reached.
+    Ready,
+    /// This rank cannot start (the reason); it leaves.
+    Failed(String),
+}
+
+/// Rank 0's answer to every rank once all have reported.
+#[derive(Debug, Serialize, Deserialize)]
+enum StartVerdict {
+    /// Every rank is ready: `init` returns.
+    Go,
+    /// Some rank cannot start (the reason): the job does not.
+    Abort(String),
+}
+
+/// The last step of start-up, a barrier over the star of rendezvous
+/// connections (decision 0028): every rank reports to rank 0 whether it
+/// mapped what it maps of its peers (`mine`: this rank's own outcome),
+/// and rank 0 answers everyone with a go-ahead once every rank is ready,
+/// or with the first failure. So no rank returns from `init`, and none
+/// can leave the job, before every rank has mapped its memory: mapping a
+/// peer's memory at start-up never meets a peer that already ended, and
+/// when `init` returns every rank is reachable.
+///
+/// `star` are the streams [`exchange_endpoints`] returned, still blocking;
+/// nothing else has been sent on them. Fails, naming the rank, when a rank
+/// reports a failure, ends, or does not report by `deadline`; on rank 0 a
+/// failure is passed on to every other rank before this returns.
+pub(crate) fn finish_start(
+    info: &LaunchInfo,
+    star: &mut [(u32, TcpStream)],
+    mine: Result<()>,
+    deadline: Instant,
+) -> Result<()> {
+    let started = Instant::now();
+    if info.rank != 0 {
+        let Some((_, s)) = star.first_mut() else {
+            return mine;
+        };
+        let report = match &mine {
+            Ok(()) => StartReport::Ready,
+            Err(e) => StartReport::Failed(e.to_string()),
+        };
+        // A failed rank reports and leaves; rank 0 passes it on.
+        let sent = blocking(s, deadline).and_then(|_| write_frame(s, &report));
+        mine?;
+        sent.map_err(|e| Error::Bootstrap(format!("telling rank 0 this rank is ready: {e}")))?;
+        let verdict: StartVerdict = read_frame(s).map_err(|e| {
+            Error::Bootstrap(match Failure::of(&e) {
+                Failure::TimedOut => format!(
+                    "timed out after {:.1?} waiting for rank 0's go-ahead (some rank has not \
+                     finished its start-up; GASPI_INIT_TIMEOUT_MS raises the limit)",
+                    started.elapsed()
+                ),
+                Failure::Closed => {
+                    format!("rank 0 ended during the start-up, before its go-ahead ({e})")
+                }
+                Failure::Other => format!("receiving rank 0's go-ahead: {e}"),
+            })
+        })?;
+        return match verdict {
+            StartVerdict::Go => Ok(()),
+            StartVerdict::Abort(why) => Err(Error::Bootstrap(why)),
+        };
+    }
+    // Rank 0: every report, then one verdict for all.
+    let mut failure: Option<String> = mine.as_ref().err().map(|e| format!("rank 0: {e}"));
+    if failure.is_none() {
+        for (r, s) in star.iter_mut() {
+            let timed_out = || {
+                format!(
+                    "timed out after {:.1?} waiting for rank {r} to finish its start-up \
+                     (GASPI_INIT_TIMEOUT_MS raises the limit)",
+                    started.elapsed()
+                )
+            };
+            let report = match blocking(s, deadline) {
+                Ok(()) => read_frame::<StartReport>(s),
+                Err(_) => {
+                    failure = Some(timed_out());
+                    break;
+                }
+            };
+            let why = match report {
+                Ok(StartReport::Ready) => continue,
+                Ok(StartReport::Failed(why)) => format!("rank {r} could not start: {why}"),
+                Err(e) => match Failure::of(&e) {
+                    Failure::TimedOut => timed_out(),
+                    Failure::Closed => format!("rank {r} ended during the start-up ({e})"),
+                    Failure::Other => format!("receiving rank {r}'s start-up report: {e}"),
+                },
+            };
+            failure = Some(why);
+            break;
+        }
+    }
+    let verdict = match &failure {
+        None => StartVerdict::Go,
+        Some(why) => StartVerdict::Abort(why.clone()),
+    };
+    for (r, s) in star.iter_mut() {
+        // The go-ahead reaches every rank within the deadline or the
+        // start-up fails; an abort is best effort (the rank may be gone,
+        // and it would time out anyway).
+        let sent = blocking(s, deadline).and_then(|_| write_frame(s, &verdict));
+        if let (Err(e), None) = (sent, &failure) {
+            failure = Some(format!("sending rank {r} the go-ahead: {e}"));
+        }
+    }
+    mine?;
+    match failure {
+        None => Ok(()),
+        Some(why) => Err(Error::Bootstrap(why)),
+    }
+}
+
+/// Rank 0's answer at the rendezvous.
+#[derive(Debug, Serialize, Deserialize)]
+enum TableOrAbort {
+    /// Every rank's endpoint, indexed by rank.
+    Table(Vec<Endpoint>),
+    /// Why the job does not start (rank 0 timed out waiting for others).
+    Abort(String),
+}
+
+/// "rank 2", "ranks 2, 3, 5", "ranks 2, 3, ... (40 ranks)".
+fn rank_list(ranks: &[usize]) -> String {
+    match ranks {
+        [r] => format!("rank {r}"),
+        _ => {
+            let shown: Vec<String> = ranks.iter().take(8).map(|r| r.to_string()).collect();
+            if ranks.len() > 8 {
+                format!("ranks {}, ... ({} ranks)", shown.join(", "), ranks.len())
+            } else {
+                format!("ranks {}", shown.join(", "))
+            }
+        }
     }
 }
 

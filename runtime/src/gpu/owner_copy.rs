@@ -66,6 +66,10 @@ const FAILED: usize = 192;
 const LANE_STREAMS: usize = 16;
 const _: () = assert!(COMPLETED + 4 * LANE_STREAMS <= FAILED);
 const LANE_BYTES: usize = LANE_HEADER + LANE_ENTRIES as usize * ENTRY_BYTES;
+/// Why a lane could not be mapped when the owner's process has ended (the
+/// inbox is opened through the owner's descriptors: decision 0028).
+const OWNER_GONE: &str = "its process has ended";
+
 /// The inbox's futex word (1 while the server sleeps), then the lanes.
 const INBOX_HEADER: usize = 256;
 
@@ -333,7 +337,10 @@ impl Inner {
     /// This rank's lane into `owner`'s inbox, mapped on first use.
     fn writer_lane(&self, owner: Rank, inbox: &MemoryDescriptor) -> Result<Arc<WriterLane>> {
         let got = self.owner_copies.lanes[owner.0 as usize].get_or_init(|| {
-            let mapping = PeerMapping::open(inbox).map_err(|e| e.to_string())?;
+            let mapping = PeerMapping::open(inbox).map_err(|e| match e {
+                gaspi_segments::SegmentError::OwnerGone { .. } => OWNER_GONE.to_string(),
+                e => e.to_string(),
+            })?;
             if mapping.len() < INBOX_HEADER + self.size as usize * LANE_BYTES {
                 return Err(format!("the inbox of {owner} is too small"));
             }
@@ -354,6 +361,13 @@ impl Inner {
             }))
         });
         got.clone().map_err(|reason| {
+            if reason == OWNER_GONE {
+                // It ended: name it as gone, as every call does (0028).
+                return self
+                    .peer_ok(owner)
+                    .err()
+                    .unwrap_or(Error::PeerDead { rank: owner });
+            }
             tracing::warn!("mapping the inbox of {owner}: {reason}");
             Error::OwnerCopyFailed {
                 rank: owner,
