@@ -257,8 +257,22 @@ pub(crate) fn exchange_endpoints(
         }
         auth::answer(&mut s, &info.job_key, RENDEZVOUS, &me)?;
         let table: Vec<Endpoint> = read_frame(&mut s).map_err(|e| {
+            use std::io::ErrorKind::{ConnectionReset, TimedOut, UnexpectedEof, WouldBlock};
+            // A timeout is a job not complete (yet); a closed connection
+            // may be rank 0 refusing the key.
+            let hint = match &e {
+                Error::Io { source, .. } if matches!(source.kind(), WouldBlock | TimedOut) => {
+                    ": not every rank started within the init timeout (GASPI_INIT_TIMEOUT_MS)"
+                }
+                Error::Io { source, .. }
+                    if matches!(source.kind(), UnexpectedEof | ConnectionReset) =>
+                {
+                    ": rank 0 closed the connection (a wrong job key, or rank 0 ended)"
+                }
+                _ => "",
+            };
             Error::Bootstrap(format!(
-                "rank 0 did not send the endpoint table ({e}); wrong job key?"
+                "rank 0 did not send the endpoint table ({e}){hint}"
             ))
         })?;
         if table.len() != n {
