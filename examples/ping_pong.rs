@@ -9,9 +9,9 @@
 //! buffer byte by byte, copying it into the segment, `write_notify`,
 //! `notify_waitsome`, `notify_reset`, copying it out and checking every
 //! byte, on both ranks. `gaspi-bench pingpong` times the communication
-//! alone (`write_notify` of data already in the segment, `notify_waitsome`
-//! + `notify_reset`, nothing stamped, copied or checked), so its figure is
-//! the smaller one: at 4 KiB, one after the other on the 2-core
+//! alone (`write_notify` of data already in the segment, then
+//! `notify_waitsome` and `notify_reset`; nothing stamped, copied or
+//! checked), so its figure is the smaller one: at 4 KiB, one after the other on the 2-core
 //! development VM, 0.20 - 0.24 us for `gaspi-bench pingpong --sizes 4096`
 //! against 2.3 us here. Performance figures come from `gaspi-bench`
 //! (`BENCHMARKS.md`); this example shows the calls and checks the data.
