@@ -4,8 +4,21 @@
 //! `gaspi-run -n 8 target/release/examples/hello` starts 8.
 
 use gaspi::{Config, Gaspi, Group, Timeout};
+use std::process::ExitCode;
 
-fn main() -> Result<(), gaspi::Error> {
+/// Errors reach the user with their `Display` text (`fn main() -> Result`
+/// would print their `Debug` form).
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hello: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), gaspi::Error> {
     gaspi::init_logging();
     let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(4))?;
     println!(

@@ -591,8 +591,10 @@ mod tests {
         let s = memcpy_bandwidth(size, 10);
         assert_eq!(s.len(), 10);
         let g = gbps(size, s.median());
-        // Anything from a slow VM (0.1 GB/s) to a fast cache (1000 GB/s).
-        assert!(g > 0.1 && g < 1000.0, "{g} GB/s");
+        // A measured rate; how high depends on the machine and its load
+        // (a figure for the benchmark, not a verdict), but no cache is
+        // faster than 1000 GB/s.
+        assert!(g > 0.0 && g < 1000.0, "{g} GB/s");
     }
 
     #[test]

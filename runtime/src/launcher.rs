@@ -1,5 +1,5 @@
 //! Starting the ranks of a job: `gaspi-run`, and self-launch; on other
-//! hosts over ssh in [`ssh`] (`gaspi-run -m HOSTFILE`).
+//! hosts over ssh in `ssh` (`gaspi-run -m HOSTFILE`).
 //!
 //! The launcher gives each rank its rank, the job size, the rendezvous
 //! address and a fresh secret job key in the environment, and hands rank 0

@@ -12,7 +12,8 @@
 //!   MPI, PMI), the authenticated rendezvous at rank 0, and the mesh of
 //!   control connections.
 //! - `transport`: one trait, one module per way of reaching a peer
-//!   (shared memory today); chosen per pair of ranks at init.
+//!   (shared memory and CUDA IPC on one host; TCP and RDMA verbs between
+//!   hosts); chosen per pair of ranks at init.
 //! - `progress`: the progress engine thread serving what cannot be
 //!   one-sided, and noticing peers that die.
 //! - `ops`, `queue`, `collectives`: the GASPI calls, checked once above the
@@ -82,12 +83,16 @@ pub use types::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout}
 
 /// Sends `tracing` output to stderr, filtered by `GASPI_LOG` (or `RUST_LOG`),
 /// warnings and errors by default. For binaries; libraries leave it alone.
+/// Colours only when stderr is a terminal: logs written to a pipe or a
+/// file (a launcher's, a job script's) carry no escape codes.
 pub fn init_logging() {
+    use std::io::IsTerminal;
     let filter = std::env::var("GASPI_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

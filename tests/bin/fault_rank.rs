@@ -43,7 +43,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Three ranks; rank 2 stops itself for `stop_ms`. Ranks 0 and 1 call
+    /// Three ranks; rank 2 stops itself until ranks 0 and 1 are done with
+    /// it (or `stop_ms` at the most). Ranks 0 and 1 call
     /// `segment_create(.., Timeout::Ms(timeout_ms))`, which must return
     /// `Timeout` (figure `create_ms`), leave every rank healthy, and, once
     /// rank 2 runs again, a create of the same id with every rank must
@@ -51,10 +52,11 @@ enum Cmd {
     StoppedCreate {
         #[arg(long, default_value_t = 1500)]
         timeout_ms: u64,
-        #[arg(long, default_value_t = 6000)]
+        #[arg(long, default_value_t = 60_000)]
         stop_ms: u64,
     },
-    /// Two ranks; rank 1 stops itself for `stop_ms`. Rank 0 sends passive
+    /// Two ranks; rank 1 stops itself until rank 0 has seen two timeouts
+    /// (or `stop_ms` at the most). Rank 0 sends passive
     /// messages of 65,535 bytes with `Timeout::Ms(timeout_ms)` until one
     /// times out, and once more (a retry): no call may take much longer
     /// than its timeout (figure `slowest_send_ms`), none may fail
@@ -64,7 +66,7 @@ enum Cmd {
     StoppedPassive {
         #[arg(long, default_value_t = 500)]
         timeout_ms: u64,
-        #[arg(long, default_value_t = 4000)]
+        #[arg(long, default_value_t = 60_000)]
         stop_ms: u64,
     },
     /// Four ranks loop on barrier + allreduce(Block); rank `victim` kills
@@ -149,30 +151,49 @@ fn now_us() -> u128 {
 /// process id.
 const PID_WORD: NotifyId = NotifyId(9);
 
-/// Stops this process for about `ms`: a shell sends SIGCONT afterwards.
-/// First tells every other rank its process id (see [`wait_stopped`]).
+/// Word of segment 0 on which rank 1 tells rank 0 it is done with the
+/// stopped rank.
+const DONE_WORD: NotifyId = NotifyId(10);
+
+/// Stops this process until another rank continues it ([`cont`]), or
+/// after `ms` at the latest (a shell sends SIGCONT then: a guard, so that
+/// a failed test ends). First tells every other rank its process id (see
+/// [`wait_stopped`]).
 fn stop_self(g: &Gaspi, ms: u64) -> Res {
+    use std::os::unix::process::CommandExt;
     let pid = std::process::id();
-    std::process::Command::new("sh")
+    let mut guard = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("sleep {}; kill -CONT {pid}", ms as f64 / 1000.0))
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("starting the shell that continues us: {e}"))?;
     for r in (0..g.size()).filter(|&r| r != g.rank().0) {
         g.notify(Rank(r), SegId(0), PID_WORD, pid, Queue(1))?;
     }
     g.wait(Queue(1), Timeout::Ms(60_000))?;
-    say(g, format!("stopping for {ms} ms"));
+    say(g, format!("stopping (for {ms} ms at most)"));
     // SAFETY: raise(2) has no memory-safety requirements; SIGSTOP stops the
-    // whole process until the shell above continues it.
+    // whole process until a SIGCONT.
     unsafe { libc::raise(libc::SIGSTOP) };
     say(g, "running again");
+    // SAFETY: kill(2) has no memory-safety requirements; the group is the
+    // guard shell's own (process_group(0)), its sleep included.
+    unsafe { libc::kill(-(guard.id() as libc::pid_t), libc::SIGKILL) };
+    let _ = guard.wait();
     Ok(())
 }
 
+/// Continues the process `pid` that [`stop_self`] stopped.
+fn cont(pid: u32) {
+    // SAFETY: kill(2) has no memory-safety requirements; `pid` is a rank
+    // of this job, alive until continued.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+}
+
 /// Waits until the rank that announced its pid on [`PID_WORD`] is stopped
-/// (state `T` in `/proc/PID/stat`).
-fn wait_stopped(g: &Gaspi) -> Res {
+/// (state `T` in `/proc/PID/stat`); returns its pid.
+fn wait_stopped(g: &Gaspi) -> Res<u32> {
     let id = g.notify_waitsome(SegId(0), PID_WORD, 1, Timeout::Ms(60_000))?;
     let pid = g.notify_reset(SegId(0), id)?;
     let start = Instant::now();
@@ -181,7 +202,7 @@ fn wait_stopped(g: &Gaspi) -> Res {
         // The state follows the command name in parentheses.
         let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
         if let Some(Some('T' | 't')) = state {
-            return Ok(());
+            return Ok(pid);
         }
         ensure!(
             start.elapsed() < Duration::from_secs(30),
@@ -219,7 +240,7 @@ fn stopped_create(timeout_ms: u64, stop_ms: u64) -> Res {
     if me == 2 {
         stop_self(&g, stop_ms)?;
     } else {
-        wait_stopped(&g)?;
+        let pid = wait_stopped(&g)?;
         let t = Instant::now();
         let r = g.segment_create(
             SegId(1),
@@ -240,6 +261,16 @@ fn stopped_create(timeout_ms: u64, stop_ms: u64) -> Res {
             g.segment_list()
         );
         all_healthy(&g)?;
+        // Rank 2 runs again once both creates have returned: a create that
+        // waited for it would wait until the guard's `stop_ms`.
+        if me == 1 {
+            g.notify(Rank(0), SegId(0), DONE_WORD, 1, Queue(0))?;
+            g.wait(Queue(0), Timeout::Ms(60_000))?;
+        } else {
+            let id = g.notify_waitsome(SegId(0), DONE_WORD, 1, Timeout::Ms(60_000))?;
+            g.notify_reset(SegId(0), id)?;
+            cont(pid);
+        }
     }
     // Everyone again, rank 2 running: the same id works.
     let seg = g.segment_create(
@@ -309,15 +340,17 @@ fn stopped_passive(timeout_ms: u64, stop_ms: u64) -> Res {
         }
         figure(&g, "received", expected);
     } else {
-        wait_stopped(&g)?;
+        let pid = wait_stopped(&g)?;
         let mut sent = 0u64;
         let mut slowest = Duration::ZERO;
         let mut timeouts = 0;
         let start = Instant::now();
         while timeouts < 2 {
+            // Rank 1 stays stopped until continued below (or `stop_ms`).
             ensure!(
-                start.elapsed() < Duration::from_millis(stop_ms),
-                "no passive_send timed out while rank 1 was stopped ({sent} sent)"
+                start.elapsed() < Duration::from_millis(stop_ms / 2),
+                "no passive_send timed out while rank 1 was stopped ({sent} sent in {:?})",
+                start.elapsed()
             );
             seg.write(0, &message(sent, LEN))?;
             let t = Instant::now();
@@ -332,6 +365,7 @@ fn stopped_passive(timeout_ms: u64, stop_ms: u64) -> Res {
         figure(&g, "slowest_send_ms", slowest.as_millis());
         figure(&g, "sent_before_timeout", sent);
         all_healthy(&g)?;
+        cont(pid);
         // Tell rank 1 how many went; it waits for them once it runs.
         seg.write(0, &sent.to_le_bytes())?;
         g.passive_send(SegId(0), 0, Rank(1), 8, Timeout::Ms(60_000))?;
@@ -381,7 +415,7 @@ fn dead_member(victim: u32, linger_ms: u64) -> Res {
         &mut sum,
         ReduceOp::Sum,
         Group::ALL,
-        Timeout::Ms(5000),
+        Timeout::Ms(30_000),
     );
     figure(&g, "late_allreduce_ms", t.elapsed().as_millis());
     ensure!(
@@ -389,7 +423,7 @@ fn dead_member(victim: u32, linger_ms: u64) -> Res {
         "an allreduce started after the death returned {late:?}"
     );
     let t = Instant::now();
-    let late = g.barrier(Group::ALL, Timeout::Ms(5000));
+    let late = g.barrier(Group::ALL, Timeout::Ms(30_000));
     figure(&g, "late_barrier_ms", t.elapsed().as_millis());
     ensure!(
         late.as_ref().is_err_and(named_victim),

@@ -724,15 +724,34 @@ fn poll_until_done(mut f: impl FnMut() -> Result<(), Error>) -> Result<u32, Erro
 }
 
 fn resume(g: &Gaspi) -> R {
+    const GO: SegId = SegId(7);
     let me = g.rank().0;
     let n = g.size() as u64;
+    let _go = g.segment_create(GO, 64, Memory::Host, Group::ALL, Timeout::Block)?;
+    // Rank `late` joins a collective only once every other rank has
+    // entered it with Timeout::Test (and got Timeout); then 300 ms later,
+    // so that they poll many times. The sleep makes that likely, the
+    // notifications make the first Timeout certain.
+    let entered = |late: u32| -> R {
+        g.notify(Rank(late), GO, NotifyId(me), 1, Queue(0))?;
+        g.wait(Queue(0), Timeout::Ms(60_000))?;
+        Ok(())
+    };
+    let join_late = || -> R {
+        for _ in 1..n {
+            let id = g.notify_waitsome(GO, NotifyId(0), n as u32, Timeout::Ms(60_000))?;
+            g.notify_reset(GO, id)?;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(())
+    };
     for late in [0u32, 1] {
-        // Rank `late` (the root, then a member) joins 300 ms after the others,
+        // Rank `late` (the root, then a member) joins after the others,
         // which poll with Timeout::Test and so return Timeout many times.
         let send = [me as u64 + 1, 10 * (me as u64 + 1)];
         let mut recv = [0u64; 2];
         if me == late {
-            std::thread::sleep(Duration::from_millis(300));
+            join_late()?;
             g.allreduce(
                 &send,
                 &mut recv,
@@ -767,6 +786,7 @@ fn resume(g: &Gaspi) -> R {
                 matches!(other, Err(Error::CollectiveInProgress { .. })),
                 "{other:?}"
             );
+            entered(late)?;
             poll_until_done(|| {
                 g.allreduce(&send, &mut recv, ReduceOp::Sum, Group::ALL, Timeout::Test)
             })?;
@@ -775,7 +795,7 @@ fn resume(g: &Gaspi) -> R {
         assert_eq!(recv, [s, 10 * s], "late {late}");
         // The barrier, resumed the same way.
         if me == late {
-            std::thread::sleep(Duration::from_millis(300));
+            join_late()?;
             block(g)?;
         } else {
             let first = g.barrier(Group::ALL, Timeout::Test);
@@ -792,6 +812,7 @@ fn resume(g: &Gaspi) -> R {
                 ),
                 "{other:?}"
             );
+            entered(late)?;
             poll_until_done(|| g.barrier(Group::ALL, Timeout::Test))?;
         }
     }

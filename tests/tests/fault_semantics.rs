@@ -3,13 +3,20 @@
 //! fails every member's collective at once, naming it.
 //!
 //! The ranks are `gaspi-fault-rank` (`bin/fault_rank.rs`); they print the
-//! figures these tests check as `rank R: figure NAME=VALUE`. The bounds are
-//! loose on purpose (8 ranks' worth of load on 2 cores): each is far below
-//! what the defect it guards against took (seconds, or a hang).
+//! figures these tests check as `rank R: figure NAME=VALUE`. A lower bound
+//! is exact (a call must not return before its timeout); an upper bound is
+//! a guard, [`SLACK`] above the expected figure for a busy machine, and far
+//! below what the defect it guards against took (a stopped rank stays
+//! stopped until the others are done with it, or a minute at the most).
+//! How promptly the calls return is a benchmark's figure.
 
 use gaspi_tests::{shm_files, Job, Outcome};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// What a busy machine may add to a call that returns at once (or right
+/// after its timeout).
+const SLACK: u128 = 10_000;
 
 fn fault_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_gaspi-fault-rank"))
@@ -37,7 +44,7 @@ fn a_segment_create_that_times_out_on_a_stopped_member_returns_within_its_timeou
             "--timeout-ms",
             "1500",
             "--stop-ms",
-            "6000",
+            "60000",
         ])
         .timeout(Duration::from_secs(90))
         .run();
@@ -45,10 +52,10 @@ fn a_segment_create_that_times_out_on_a_stopped_member_returns_within_its_timeou
     let created = figures(&out, "create_ms");
     assert_eq!(created.len(), 2, "{}", out.dump());
     for (rank, ms) in created {
-        // Before the fix: about 6,000 ms (the clean-up waited for the
-        // stopped rank to run again).
+        // Before the fix: until the stopped rank ran again (here: never,
+        // until the 60 s guard).
         assert!(
-            (1500..2500).contains(&ms),
+            (1500..1500 + SLACK).contains(&ms),
             "rank {rank}: segment_create(Ms(1500)) returned after {ms} ms\n{}",
             out.dump()
         );
@@ -71,7 +78,7 @@ fn passive_send_to_a_stopped_rank_times_out_and_the_rank_stays_healthy() {
             "--timeout-ms",
             "500",
             "--stop-ms",
-            "5000",
+            "60000",
         ])
         .timeout(Duration::from_secs(90))
         .run();
@@ -80,7 +87,7 @@ fn passive_send_to_a_stopped_rank_times_out_and_the_rank_stays_healthy() {
     assert_eq!(slowest.len(), 1, "{}", out.dump());
     // Before the fix: 30,000 ms, then PeerDead for a rank only stopped.
     assert!(
-        slowest[0].1 < 1200,
+        slowest[0].1 < 500 + SLACK,
         "a passive_send with Ms(500) took {} ms\n{}",
         slowest[0].1,
         out.dump()
@@ -107,7 +114,7 @@ fn a_dead_group_member_fails_every_members_collective_at_once_naming_it() {
     let before = shm_files();
     let out = Job::new(&fault_bin(), 4)
         .launcher_args(&["--keep-going"])
-        .args(&["dead-member", "--victim", "2", "--linger-ms", "4000"])
+        .args(&["dead-member", "--victim", "2", "--linger-ms", "15000"])
         .timeout(Duration::from_secs(90))
         .run();
     // The launcher reports the killed rank.
@@ -120,18 +127,18 @@ fn a_dead_group_member_fails_every_members_collective_at_once_naming_it() {
     assert_eq!(failed.len(), 3, "{}", out.dump());
     for (rank, at) in failed {
         // Before the fix: the non-root members failed only when rank 0
-        // exited (its 4,000 ms linger later), naming rank 0.
+        // exited (its 15,000 ms linger later), naming rank 0.
         let after_ms = at.saturating_sub(killed) / 1000;
         assert!(
-            after_ms < 2000,
+            after_ms < SLACK,
             "rank {rank} learnt of the death {after_ms} ms after it\n{}",
             out.dump()
         );
     }
     for late in ["late_allreduce_ms", "late_barrier_ms"] {
         for (rank, ms) in figures(&out, late) {
-            // Before the fix: the whole Ms(5000).
-            assert!(ms < 500, "rank {rank}: {late} = {ms}\n{}", out.dump());
+            // Before the fix: the whole Ms(30000).
+            assert!(ms < SLACK, "rank {rank}: {late} = {ms}\n{}", out.dump());
         }
     }
     out.assert_nothing_left(&before);

@@ -99,6 +99,12 @@ fn a_writer_whose_target_dies_while_helping_copy_gets_an_error_naming_it_not_a_h
         .env("GASPI_SPIN_US", "20000")
         .run();
     out.assert_code(KILLED);
+    assert_eq!(
+        out.stdout_lines_with("victim: the first block arrived intact"),
+        1,
+        "{}",
+        out.dump()
+    );
     assert_eq!(out.stdout_lines_with("ok writer:"), 1, "{}", out.dump());
     assert!(!out.stderr.contains("FAILED"), "{}", out.dump());
     out.assert_nothing_left(&before);

@@ -166,9 +166,10 @@ fn a_host_cut_off_the_network_is_declared_dead_after_the_peer_timeout_and_the_re
         eprintln!("cut-off host declared dead after {detect} ms");
         // The kernel gives up after GASPI_PEER_TIMEOUT_MS (3 s) without
         // answers; not before (a stopped rank must not trip it), and not
-        // much after.
+        // long after (the upper bound is a guard with room for a busy
+        // machine: the detection time is a figure, not a verdict).
         assert!(
-            (2500..10_000).contains(&detect),
+            (2500..15_000).contains(&detect),
             "the cut-off host was declared dead after {detect} ms\n{}",
             o.dump()
         );

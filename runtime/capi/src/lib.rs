@@ -11,7 +11,7 @@
 //!   `gaspi_proc_init` and `gaspi_proc_term` take the write lock. A call
 //!   blocked in another thread makes `gaspi_proc_term` return
 //!   `GASPI_TIMEOUT` when its timeout runs out, never a use after free.
-//! - Every exported function runs inside [`entry`], which catches panics
+//! - Every exported function runs inside `entry`, which catches panics
 //!   (a panic never unwinds into C: it becomes `GASPI_ERROR` with a
 //!   `tracing` error naming the call) and turns [`gaspi::Error`] into
 //!   GPI-2's return codes ([`code_of`]).

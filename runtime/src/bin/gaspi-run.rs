@@ -26,8 +26,13 @@ struct Args {
     /// rank. With -m, every GASPI_* variable is passed as well.
     #[arg(short = 'x', long = "export", value_name = "NAME[=VALUE]")]
     export: Vec<String>,
-    /// Prefix every output line with "[rank] ".
-    #[arg(short = 't', long = "tag-output")]
+    // The help text is an attribute, not a doc comment: rustdoc would read
+    // "[rank]" as a link.
+    #[arg(
+        short = 't',
+        long = "tag-output",
+        help = "Prefix every output line with \"[rank] \"."
+    )]
     tag_output: bool,
     /// Keep the other ranks running when one fails (fault-tolerant programs).
     #[arg(short = 'k', long = "keep-going")]

@@ -1,25 +1,25 @@
 //! Starting a job: who am I, where are the others, and a connection to each.
 //!
-//! 1. [`launch_env`] reads rank, size, rendezvous address and job key from
+//! 1. `launch_env` reads rank, size, rendezvous address and job key from
 //!    whatever launched the process.
-//! 2. [`exchange_endpoints`]: every rank connects to rank 0, proves the job
-//!    key ([`auth`]) and sends its [`Endpoint`]; rank 0 answers everyone with
+//! 2. `exchange_endpoints`: every rank connects to rank 0, proves the job
+//!    key (`auth`) and sends its `Endpoint`; rank 0 answers everyone with
 //!    the full table and closes the rendezvous. Rank 0 then takes no further
 //!    special part.
 //!    The rendezvous connections stay open: they are the control
 //!    connections between rank 0 and every other rank (a star, over which
 //!    news of a rank's death reaches every survivor).
-//! 3. Every other pair connects on first use ([`connect_peer`]): the rank
+//! 3. Every other pair connects on first use (`connect_peer`): the rank
 //!    that first sends to another connects to its control listener, which
-//!    the progress engine serves ([`handshake::Pending`]), and proves the
+//!    the progress engine serves (`handshake::Pending`), and proves the
 //!    key again. A job of N ranks holds N - 1 connections at start-up, not
 //!    N(N - 1) / 2 (decision 0022); these control connections go to the
 //!    progress engines, and one that closes tells that its peer is gone.
 //!
-//! The listeners accept through [`handshake`]: every connection gets a few
+//! The listeners accept through `handshake`: every connection gets a few
 //! seconds of its own to prove the key while acceptance goes on, so one
 //! that connects and says nothing costs the job nothing. They listen on
-//! the address the job uses ([`control_listener`]), loopback for a job on
+//! the address the job uses (`control_listener`), loopback for a job on
 //! one host.
 
 pub(crate) mod auth;

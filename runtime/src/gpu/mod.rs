@@ -15,7 +15,7 @@
 //! in place when `read` returns): simpler, and a read's latency is that of
 //! the copy anyway.
 //!
-//! Addresses come from the transport as a [`GpuView`](crate::transport::GpuView)
+//! Addresses come from the transport as a `GpuView` (`transport::GpuView`)
 //! in the unified address space: a peer's GPU segment opened with CUDA IPC,
 //! host segments (ours and same-host peers') registered with CUDA on first
 //! use. Memory that cannot be mapped (another process's bound memory; later,

@@ -624,7 +624,9 @@ unsafe fn copy_checked_body(
 /// Test hook: `GASPI_TEST_HELPER_STALL` makes the first sub-block this
 /// process helps with stall between its check and its store, as a helper
 /// preempted or stopped at the worst moment would: `sigstop` stops the
-/// whole process (the test arranges its `SIGCONT`), a number sleeps that
+/// whole process (the test arranges its `SIGCONT`), `until:PATH` stalls
+/// this thread until the file PATH exists (at most 120 s; the test creates
+/// it once the writer no longer needs this rank), a number sleeps that
 /// many microseconds. Read once; unset (always, outside tests) it costs one
 /// load per sub-block.
 fn test_stall() {
@@ -640,6 +642,11 @@ fn test_stall() {
     if how == "sigstop" {
         // SAFETY: raise(2) has no memory-safety requirements.
         unsafe { libc::raise(libc::SIGSTOP) };
+    } else if let Some(path) = how.strip_prefix("until:") {
+        let give_up = Instant::now() + Duration::from_secs(120);
+        while !std::path::Path::new(path).exists() && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     } else if let Ok(us) = how.parse::<u64>() {
         std::thread::sleep(Duration::from_micros(us));
     }
@@ -1010,7 +1017,8 @@ mod tests {
     /// most `bound` for them: every byte arrives, a helper stores nothing
     /// after its release (in particular into a later job), and each job is
     /// complete when its writer finishes. With `exactly_once`, also that no
-    /// chunk is copied twice (no takeback).
+    /// chunk is copied twice (no takeback) when the
+    /// helpers take chunks.
     fn copy_every_job(bound: Duration, exactly_once: bool) {
         const LEN: usize = 37 * 1000 + 5;
         let board = Arc::new(CopyBoard::default());
@@ -1086,10 +1094,10 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         let helped: u32 = helpers.into_iter().map(|h| h.join().unwrap()).sum();
+        // How many chunks the helpers took depends on whether their threads
+        // got a core in time (none on a busy machine is correct): reported,
+        // not asserted; bench/ab-copy-assist.sh measures the help.
         println!("helpers copied {helped} chunks; {handed_over} jobs handed over");
-        if exactly_once {
-            assert!(helped > 0, "the helpers never took a chunk");
-        }
     }
 
     #[test]
