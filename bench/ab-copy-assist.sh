@@ -14,7 +14,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 N="${1:-5}"
 SIZES="${SIZES:-131072,262144,1048576,4194304}"
-cargo build -q --release -p gaspi-bench -p gaspi
+cargo build -q --release -p gaspi-bench -p gaspi-launch
 R="$ROOT/target/release"
 OUT="$ROOT/target/ab-copy-assist.jsonl"
 : >"$OUT"

@@ -139,7 +139,7 @@ v=$(sed -n 's/^#define GASPI_\(MAJOR_VERSION\|MINOR_VERSION\|REVISION\) (\([0-9]
 echo "GPI-2 ${v:-(version unknown)}: $GPI2_PREFIX"
 
 # (c) ours
-(cd "$ROOT" && cargo build --release -q -p gaspi-capi -p gaspi --bin gaspi-run)
+(cd "$ROOT" && cargo build --release -q -p gaspi-capi -p gaspi-launch --bin gaspi-run)
 ln -sf libGPI2.so "$ROOT/target/release/libGPI2.so.0"
 
 # (d) the same sources against both

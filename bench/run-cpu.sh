@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 QUICK="${1:-}"
-cargo build --release -p gaspi-bench -p gaspi >/dev/null
+cargo build --release -p gaspi-bench -p gaspi-launch >/dev/null
 BENCH="$ROOT/target/release/gaspi-bench"
 mkdir -p bench/results
 OUT="bench/results/$(date -u +%Y-%m-%d)-$(hostname -s).jsonl"

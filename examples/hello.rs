@@ -19,7 +19,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), gaspi::Error> {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(4))?;
     println!(
         "hello from rank {} of {} (pid {})",

@@ -212,7 +212,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Res {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let args = Args::parse();
     if let Some(gpus) = args.gpus {
         return multi::run(&args, gpus);

@@ -55,7 +55,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let args = Args::parse();
     let gaspi = Gaspi::init(Config::from_env()?.standalone_ranks(2))?;
     if gaspi.size() != 2 {

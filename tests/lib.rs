@@ -48,12 +48,12 @@ pub fn skip(test: &str, reason: &str) {
 
 /// The `gaspi-run` launcher of the same build profile as `rank_bin`.
 ///
-/// `gaspi-run` belongs to the `gaspi` package, which `cargo test -p
+/// `gaspi-run` belongs to the `gaspi-launch` package, which `cargo test -p
 /// gaspi-tests` builds only as a library; so it is built here once per test
-/// process with `cargo build -p gaspi --bin gaspi-run` into the same target
-/// directory and profile (a no-op when it is up to date, and it keeps the
-/// launcher in step with the runtime's sources). When cargo is not available
-/// an existing binary next to `rank_bin` is used.
+/// process with `cargo build -p gaspi-launch --bin gaspi-run` into the same
+/// target directory and profile (a no-op when it is up to date, and it
+/// keeps the launcher in step with its sources). When cargo is not
+/// available an existing binary next to `rank_bin` is used.
 pub fn gaspi_run(rank_bin: &Path) -> PathBuf {
     static LAUNCHER: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     LAUNCHER
@@ -116,12 +116,12 @@ pub fn compile_c(
     Ok(())
 }
 
-/// `gaspi_run`, the GPI-2 style launcher of the `gaspi` package, built like
+/// `gaspi_run`, the GPI-2 style launcher of the `gaspi-launch` package, built like
 /// [`gaspi_run`] into the same target directory and profile as `rank_bin`.
 pub fn gpi2_launcher(rank_bin: &Path) -> PathBuf {
     build_target(
         rank_bin,
-        &["-p", "gaspi", "--bin", "gaspi_run"],
+        &["-p", "gaspi-launch", "--bin", "gaspi_run"],
         "gaspi_run",
     )
     .unwrap_or_else(|e| panic!("{e}"))
@@ -130,7 +130,7 @@ pub fn gpi2_launcher(rank_bin: &Path) -> PathBuf {
 fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
     build_target(
         rank_bin,
-        &["-p", "gaspi", "--bin", "gaspi-run"],
+        &["-p", "gaspi-launch", "--bin", "gaspi-run"],
         "gaspi-run",
     )
 }

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR=${1:-.device-bin}
 cargo build --release -p gaspi-bench -p gaspi-tests --bin gaspi-bench --bin gaspi-gpu-tests
-cargo build --release -p gaspi --bin gaspi-run
+cargo build --release -p gaspi-launch --bin gaspi-run
 cargo build --release -p gaspi-examples --example matvec
 mkdir -p "$DIR"
 cp target/release/gaspi-bench target/release/gaspi-gpu-tests target/release/gaspi-run "$DIR"/

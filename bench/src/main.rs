@@ -131,7 +131,7 @@ fn iters_for(size: u64, quick: bool) -> u64 {
 }
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let cli = Cli::parse();
     if let Err(e) = run(&cli) {
         eprintln!("gaspi-bench: {e}");

@@ -1,9 +1,9 @@
 //! Configuration: GPI-2's defaults, overridable from the environment and a builder.
 //!
 //! `Config::from_env()` reads two things: how this process was launched
-//! (see [`crate::bootstrap::LaunchInfo`]: `gaspi-run`, Slurm, Open MPI, PMI or
-//! nothing) and tuning variables (`GASPI_QUEUE_NUM`, ...). The builder
-//! methods override both.
+//! ([`LaunchInfo`], read by the `gaspi-launch` crate: `gaspi-run`, Slurm,
+//! Open MPI, PMI or nothing) and tuning variables (`GASPI_QUEUE_NUM`, ...).
+//! The builder methods override both.
 
 use crate::bootstrap::LaunchInfo;
 use crate::error::{Error, Result};

@@ -362,5 +362,18 @@ impl Error {
     }
 }
 
+/// The launch crate's errors are the runtime's of the same name: a bad
+/// launch environment is [`Error::Config`] wherever it was found.
+impl From<gaspi_launch::Error> for Error {
+    fn from(e: gaspi_launch::Error) -> Self {
+        match e {
+            gaspi_launch::Error::Config(m) => Error::Config(m),
+            gaspi_launch::Error::Bootstrap(m) => Error::Bootstrap(m),
+            gaspi_launch::Error::Io { what, source } => Error::Io { what, source },
+            other => Error::Bootstrap(other.to_string()),
+        }
+    }
+}
+
 /// Result of runtime calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

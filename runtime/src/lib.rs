@@ -8,9 +8,10 @@
 //! The data is always visible before the word that announces it.
 //!
 //! How the crate is put together:
-//! - [`bootstrap`]: reading the launch environment (gaspi-run, Slurm, Open
-//!   MPI, PMI), the authenticated rendezvous at rank 0, and the mesh of
-//!   control connections.
+//! - `bootstrap`: the authenticated rendezvous at rank 0 and the mesh of
+//!   control connections, from the launch environment that the
+//!   `gaspi-launch` crate reads ([`LaunchInfo`]: gaspi-run, Slurm, Open
+//!   MPI, PMI).
 //! - `transport`: one trait, one module per way of reaching a peer
 //!   (shared memory and CUDA IPC on one host; TCP and RDMA verbs between
 //!   hosts); chosen per pair of ranks at init.
@@ -18,10 +19,13 @@
 //!   one-sided, and noticing peers that die.
 //! - `ops`, `queue`, `collectives`: the GASPI calls, checked once above the
 //!   transports.
-//! - [`launcher`]: `gaspi-run` and self-launch.
 //!
 //! Memory and notification words themselves live in the sibling crates
-//! `gaspi-segments` and `gaspi-notify`.
+//! `gaspi-segments` and `gaspi-notify`; the launchers (`gaspi-run`,
+//! `gaspi_run`, self-launch) in `gaspi-launch`. The library installs no
+//! log subscriber: a program that wants the runtime's `tracing` output
+//! installs one, e.g. `gaspi_launch::init_logging()` (feature `logging`),
+//! which reads `GASPI_LOG`.
 //!
 //! ```no_run
 //! use gaspi::{Config, Gaspi, Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
@@ -36,7 +40,7 @@
 //! ```
 
 mod atomics;
-pub mod bootstrap;
+mod bootstrap;
 mod collectives;
 mod config;
 mod context;
@@ -44,7 +48,6 @@ mod control;
 mod error;
 pub mod gpu;
 mod groups;
-pub mod launcher;
 mod lists;
 mod log_tally;
 mod ops;
@@ -59,6 +62,10 @@ mod types;
 mod waiter_progress;
 mod wire;
 
+// `Gaspi::init`'s self-launch and lifeline (`crate::launcher::relaunch_self`,
+// `crate::launcher::adopt_lifeline`) come from the launch crate.
+use gaspi_launch as launcher;
+
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 pub use config::{
     Config, NotificationPlacement, TransportChoice, DEFAULT_PEER_TIMEOUT, DEFAULT_SEGMENT_SIZE_MAX,
@@ -69,6 +76,9 @@ pub use error::{Error, Result, Side};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for
 /// programs that launch their own kernels.
 pub use gaspi_gpu_kernels as kernels;
+/// How this process was launched ([`Config::launch`]), from the
+/// `gaspi-launch` crate.
+pub use gaspi_launch::{LaunchInfo, Launcher};
 /// The gdrcopy binding behind [`NotificationPlacement::Gdrcopy`]; its
 /// [`gdrcopy_available`](gdrcopy::gdrcopy_available) says whether this host
 /// can use it, and if not why.
@@ -80,19 +90,3 @@ pub use passive::PASSIVE_MAX;
 pub use segment::{Segment, SegmentDescriptor};
 pub use stats::Statistics;
 pub use types::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
-
-/// Sends `tracing` output to stderr, filtered by `GASPI_LOG` (or `RUST_LOG`),
-/// warnings and errors by default. For binaries; libraries leave it alone.
-/// Colours only when stderr is a terminal: logs written to a pipe or a
-/// file (a launcher's, a job script's) carry no escape codes.
-pub fn init_logging() {
-    use std::io::IsTerminal;
-    let filter = std::env::var("GASPI_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
-}

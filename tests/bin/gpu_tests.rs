@@ -78,7 +78,7 @@ const Q: Queue = Queue(0);
 const WAIT: Timeout = Timeout::Ms(60_000);
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--case") {
         let name = args.get(i + 1).map(String::as_str).unwrap_or("");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 type R = Result<(), Box<dyn std::error::Error>>;
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let scenario = args.first().cloned().unwrap_or_default();
     let g = Gaspi::init(Config::from_env().expect("config")).expect("init");

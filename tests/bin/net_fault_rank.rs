@@ -107,7 +107,7 @@ enum Cmd {
 }
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Partition {

@@ -7,10 +7,10 @@
 //! so in their docs.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use gaspi::bootstrap::Launcher;
 use gaspi::{
     Config, Error, Gaspi, Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Side, Timeout,
 };
+use gaspi_launch::Launcher;
 use rand::{Rng, SeedableRng};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -270,7 +270,11 @@ enum Cmd {
         code: i32,
     },
     /// Init, barrier, print "ready R", then sleep; exits 3 after 120 s.
-    SleepForever,
+    /// Started without a launcher, it launches `ranks` copies of itself.
+    SleepForever {
+        #[arg(long, default_value_t = 1)]
+        ranks: u32,
+    },
     /// After a first barrier `fail_rank` exits with `code`; the others
     /// enter a second barrier and exit with `others_code` when it fails.
     BarrierFail {
@@ -303,7 +307,7 @@ enum Cmd {
 }
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::AllToAll { rounds, max_block } => all_to_all(rounds, max_block),
@@ -368,7 +372,7 @@ fn main() {
             fail_rank,
             code,
         } => standalone(ranks, fail_rank, code),
-        Cmd::SleepForever => sleep_forever(),
+        Cmd::SleepForever { ranks } => sleep_forever(ranks),
         Cmd::BarrierFail {
             fail_rank,
             code,
@@ -2005,8 +2009,8 @@ fn standalone(ranks: u32, fail_rank: Option<u32>, code: i32) -> Res {
     finish(g)
 }
 
-fn sleep_forever() -> Res {
-    let g = init(Config::from_env())?;
+fn sleep_forever(ranks: u32) -> Res {
+    let g = init(Config::from_env().map(|c| c.standalone_ranks(ranks)))?;
     g.barrier(Group::ALL, LONG)?;
     say(&g, format!("ready {}", g.rank().0));
     std::thread::sleep(Duration::from_secs(120));

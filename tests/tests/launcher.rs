@@ -171,6 +171,39 @@ fn ctrl_c_to_gaspi_run_stops_every_rank_and_leaves_nothing_behind() {
     out.assert_nothing_left(&before);
 }
 
+/// The self-launch runs the launch crate's launcher inside the program,
+/// with the handler of SIGINT / SIGTERM that the library installs itself
+/// (no `cli` feature, no ctrlc): interrupted, it stops its ranks and
+/// returns 130, as `gaspi-run` does.
+#[test]
+fn an_interrupted_self_launched_job_stops_every_rank_and_leaves_nothing_behind() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let before = shm_files();
+        let mut cmd = Command::new(rank_bin!());
+        clean_env(&mut cmd);
+        cmd.args(["sleep-forever", "--ranks", "3"]);
+        let mut running = Running::spawn(cmd, &fresh_tag());
+        running.wait_for_lines("ready", 3, Duration::from_secs(60));
+        running.signal(sig);
+        let out = running.finish(Duration::from_secs(90));
+        out.assert_code(130);
+        // Its own report, not the shell's 128 + SIGINT of a launcher killed
+        // by the signal (whose ranks would die with it unstopped).
+        assert!(
+            out.stderr
+                .contains("gaspi-run: interrupted, stopping 3 ranks"),
+            "signal {sig}: the launcher did not stop the ranks itself: {}",
+            out.dump()
+        );
+        assert!(
+            out.elapsed < Duration::from_secs(80),
+            "signal {sig}: the ranks were not stopped: {}",
+            out.dump()
+        );
+        out.assert_nothing_left(&before);
+    }
+}
+
 #[test]
 fn a_rank_with_the_wrong_job_key_is_refused_at_the_rendezvous() {
     let before = shm_files();

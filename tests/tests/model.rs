@@ -22,7 +22,14 @@ fn launcher() -> PathBuf {
         if !launcher.exists() {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args(["build", "--quiet", "-p", "gaspi", "--bin", "gaspi-run"]);
+            cmd.args([
+                "build",
+                "--quiet",
+                "-p",
+                "gaspi-launch",
+                "--bin",
+                "gaspi-run",
+            ]);
             if dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }

@@ -118,7 +118,7 @@ pub unsafe extern "C" fn gaspi_version(version: *mut f32) -> gaspi_return_t {
 #[no_mangle]
 pub extern "C" fn gaspi_proc_init(timeout_ms: gaspi_timeout_t) -> gaspi_return_t {
     entry("gaspi_proc_init", || {
-        gaspi::init_logging();
+        gaspi_launch::init_logging();
         let mut slot = RUNTIME.write().unwrap_or_else(PoisonError::into_inner);
         if slot.is_some() {
             return Err(Code(GASPI_ERR_INITED));

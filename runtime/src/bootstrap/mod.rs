@@ -1,7 +1,8 @@
 //! Starting a job: who am I, where are the others, and a connection to each.
 //!
-//! 1. `launch_env` reads rank, size, rendezvous address and job key from
-//!    whatever launched the process.
+//! 1. `gaspi_launch::LaunchInfo::from_env` (the launch crate) reads rank,
+//!    size, rendezvous address and job key from whatever launched the
+//!    process.
 //! 2. `exchange_endpoints`: every rank connects to rank 0, proves the job
 //!    key (`auth`) and sends its `Endpoint`; rank 0 answers everyone with
 //!    the full table and closes the rendezvous. Rank 0 then takes no further
@@ -24,9 +25,8 @@
 
 pub(crate) mod auth;
 pub(crate) mod handshake;
-mod launch_env;
 
-pub use launch_env::{first_slurm_node, LaunchInfo, Launcher};
+pub(crate) use gaspi_launch::LaunchInfo;
 
 use crate::error::{Error, Result};
 use crate::segment::SegmentDescriptor;

@@ -1,10 +1,10 @@
 //! `gaspi-run`: starts the ranks of a GASPI job, on this host or, with
 //! `-m HOSTFILE`, on the listed hosts over ssh. `gaspi-run --agent ...` is
 //! the remote half of the latter, started by ssh on each host (see
-//! `gaspi::launcher`'s ssh module); users do not call it.
+//! `gaspi_launch::agent`); users do not call it.
 
 use clap::Parser;
-use gaspi::launcher::{agent, is_this_host, launch, read_hostfile, AgentOptions, LaunchOptions};
+use gaspi_launch::{agent, is_this_host, launch, read_hostfile, AgentOptions, LaunchOptions};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -85,7 +85,7 @@ fn run_agent() -> ! {
 }
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     if std::env::args_os().nth(1).is_some_and(|a| a == "--agent") {
         run_agent();
     }
@@ -106,7 +106,7 @@ fn main() {
     opts.timeout = args.timeout.map(Duration::from_secs);
     // A hostfile of this host alone: started here, as `gaspi-run -n`
     // (no ssh, no sshd needed); ranks of this host in a hostfile with
-    // others start here too (`launcher::is_this_host`).
+    // others start here too (`gaspi_launch::is_this_host`).
     if !hosts.iter().all(|h| is_this_host(h.address())) {
         opts.hosts = hosts;
     }

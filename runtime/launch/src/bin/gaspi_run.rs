@@ -18,7 +18,7 @@
 //! gdb) are refused. Over ssh each host needs `gaspi-run` beside
 //! `gaspi_run` at the same path (the remote agent).
 
-use gaspi::launcher::{is_this_host, launch, read_hostfile, LaunchOptions};
+use gaspi_launch::{is_this_host, launch, read_hostfile, LaunchOptions};
 use std::ffi::OsString;
 
 const USAGE: &str = "usage: gaspi_run -m MACHINEFILE [-n N] [-N] PROGRAM [ARGS...]";
@@ -101,7 +101,7 @@ fn run_agent() -> ! {
 }
 
 fn main() {
-    gaspi::init_logging();
+    gaspi_launch::init_logging();
     if std::env::args_os().nth(1).is_some_and(|a| a == "--agent") {
         run_agent();
     }

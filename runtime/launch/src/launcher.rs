@@ -16,7 +16,7 @@ mod ssh;
 
 pub use ssh::{agent, is_this_host, parse_hostfile, place, read_hostfile, AgentOptions, Host};
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -62,13 +62,36 @@ impl LaunchOptions {
     }
 }
 
-/// Set by the Ctrl-C / SIGTERM handler of the process.
+/// Set by the launcher's handler of SIGINT (Ctrl-C), SIGTERM and SIGHUP.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    // An atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP set [`INTERRUPTED`], which the
+/// supervisor looks at every tick, instead of killing the launcher: the
+/// launcher then stops its ranks and returns 130. The handler replaces
+/// whatever was installed before (a self-launching program is the
+/// launcher from here on). `SA_RESTART`: the output pumps' reads go on
+/// through a signal; the supervisor's `epoll_wait` returns early, as it
+/// should.
 fn install_interrupt_handler() {
-    // A process has one handler; a second install (second job in the same
-    // process, or the user's own) is not an error for us.
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(
+        SigHandler::Handler(on_interrupt),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is
+        // async-signal-safe, and touches nothing a signal could interrupt
+        // half-way.
+        if let Err(e) = unsafe { sigaction(signal, &action) } {
+            tracing::debug!("sigaction({signal}): {e}; that signal ends the launcher");
+        }
+    }
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {
@@ -146,7 +169,7 @@ extern "C" fn close_lifeline() {
 /// ranks close and they can react. The launcher then learns of this rank's
 /// end before it learns of theirs. Without it (a rank killed by a signal)
 /// the kernel closes the lifeline with the rest of the descriptors.
-pub(crate) fn adopt_lifeline() {
+pub fn adopt_lifeline() {
     let Some((fd, ino)) = std::env::var(LIFELINE_VAR).ok().and_then(|v| {
         let (fd, ino) = v.split_once(':')?;
         Some((fd.parse::<RawFd>().ok()?, ino.parse::<u64>().ok()?))
@@ -679,8 +702,12 @@ fn pump(
     })
 }
 
-/// Launches `ranks` copies of the current executable with its arguments.
-pub(crate) fn relaunch_self(ranks: u32) -> Result<i32> {
+/// Launches `ranks` copies of the current executable with its arguments
+/// and returns the job's exit code (as [`launch`]): the self-launch of a
+/// program started without a launcher that asks for several ranks
+/// (`gaspi::Config::standalone_ranks`). `GASPI_TAG_OUTPUT` set: every
+/// output line is prefixed with `[rank]`.
+pub fn relaunch_self(ranks: u32) -> Result<i32> {
     let exe =
         std::env::current_exe().map_err(|e| Error::io("finding the current executable", e))?;
     let mut opts = LaunchOptions::new(ranks, exe);

@@ -27,7 +27,7 @@
 //!   in its process group is killed before the agent exits with the rank's
 //!   code, which ssh hands back to the launcher.
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, ToSocketAddrs};

@@ -15,7 +15,7 @@
 //! `~/.gaspi/job.key`, mode 0600) plays the role of munge's key: readable by
 //! the user alone, on a home directory shared by the nodes.
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use std::net::{SocketAddr, ToSocketAddrs};
 
 /// Which launcher started this process.
