@@ -539,8 +539,8 @@ impl Config {
                 self.segment_size_max
             ));
         }
-        if self.group_max == 0 || self.group_max > 64 {
-            return bad(format!("group_max {} must be 1..=64", self.group_max));
+        if self.group_max == 0 || self.group_max > 256 {
+            return bad(format!("group_max {} must be 1..=256", self.group_max));
         }
         Ok(())
     }

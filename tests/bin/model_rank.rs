@@ -276,9 +276,12 @@ fn lists_bad(g: &Gaspi) -> R {
     let e = g.write_list(&elems, to, Queue(0));
     assert!(matches!(e, Err(Error::UnknownSegment { .. })), "{e:?}");
     elems[254].remote_seg = SegId(2);
+    // A zero-size element is valid (decision 0030) but checked all the same.
     elems[254].size = 0;
+    elems[254].remote_offset = LSEG + 1;
     let e = g.read_list(&elems, to, Queue(0));
-    assert!(matches!(e, Err(Error::ZeroSize { .. })), "{e:?}");
+    assert!(matches!(e, Err(Error::OutOfBounds { .. })), "{e:?}");
+    elems[254].remote_offset = 0;
     elems[254].size = 1;
     // A bad notification: nothing moves either.
     let e = g.write_list_notify(&elems, to, SegId(3), NotifyId(3), 0, Queue(0));

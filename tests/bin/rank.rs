@@ -1120,13 +1120,41 @@ fn bad_inputs() -> Res {
         expect_err!(g.wait(bad, Timeout::Test), Error::BadQueue { queue, count: 2 } if queue == bad);
         expect_err!(g.queue_size(bad), Error::BadQueue { queue, count: 2 } if queue == bad);
     }
-    // Size 0.
-    expect_err!(g.write(SEG, 0, t, SEG, 0, 0, q0), Error::ZeroSize { .. });
+    // Size 0 is a valid transfer (as in GPI-2, decision 0030), but its other
+    // arguments are checked as for any size.
+    expect_err!(g.write(SegId(5), 0, t, SEG, 0, 0, q0), Error::UnknownSegment { seg, .. } if seg == SegId(5));
+    expect_err!(g.write(SEG, 0, t, SegId(5), 0, 0, q0), Error::UnknownSegment { seg, .. } if seg == SegId(5));
+    expect_err!(g.read(SegId(5), 0, t, SEG, 0, 0, q0), Error::UnknownSegment { seg, .. } if seg == SegId(5));
     expect_err!(
-        g.write_notify(SEG, 0, t, SEG, 0, 0, one, 1, q0),
-        Error::ZeroSize { .. }
+        g.write(SEG, my_size + 1, t, SEG, 0, 0, q0),
+        Error::OutOfBounds {
+            side: Side::Local,
+            ..
+        }
     );
-    expect_err!(g.read(SEG, 0, t, SEG, 0, 0, q0), Error::ZeroSize { .. });
+    expect_err!(
+        g.read(SEG, 0, t, SEG, t_size + 1, 0, q0),
+        Error::OutOfBounds {
+            side: Side::Remote,
+            ..
+        }
+    );
+    expect_err!(
+        g.write_notify(SEG, 0, t, SEG, 0, 0, one, 0, q0),
+        Error::NotifyValueZero
+    );
+    expect_err!(
+        g.write_notify(SEG, 0, t, SEG, 0, 0, NotifyId(NOTIFS), 1, q0),
+        Error::NotifyIdOutOfRange { .. }
+    );
+    expect_err!(
+        g.write(SEG, 0, t, SEG, 0, 0, Queue(2)),
+        Error::BadQueue { .. }
+    );
+    expect_err!(
+        g.read(SEG, 0, Rank(n), SEG, 0, 0, q0),
+        Error::BadRank { .. }
+    );
     expect_err!(
         g.segment_alloc(SegId(6), 0, Memory::Host),
         Error::ZeroSize { .. }
@@ -1207,7 +1235,27 @@ fn bad_inputs() -> Res {
     g.wait(q1, LONG)?;
     // The other queue was never affected.
     g.write(SEG, SRC + QF + 800, t, SEG, QF + 800, 16, Queue(0))?;
+    // Valid transfers of size 0 (at the very ends of the segments too)
+    // change no byte; the notification of a zero-size write_notify arrives.
+    g.write(SEG, my_size, t, SEG, t_size, 0, Queue(0))?;
+    g.read(SEG, 0, t, SEG, t_size, 0, Queue(0))?;
+    g.read_notify(SEG, 0, t, SEG, 0, 0, NotifyId(21), Queue(0))?;
+    g.write_notify(SEG, 0, t, SEG, 0, 0, NotifyId(20), 7, Queue(0))?;
+    ensure!(
+        g.queue_size(Queue(0))? == 1 + 1 + 1 + 2 + 2,
+        "queue size {} after a write and 4 zero-size requests",
+        g.queue_size(Queue(0))?
+    );
     g.wait(Queue(0), LONG)?;
+    for (id, value) in [(NotifyId(20), 7), (NotifyId(21), 1)] {
+        let got = g.notify_waitsome(SEG, id, 1, LONG)?;
+        ensure!(got == id, "waited for {id:?}, got {got:?}");
+        let v = g.notify_reset(SEG, id)?;
+        ensure!(
+            v == value,
+            "zero-size notification {id:?} is {v}, expected {value}"
+        );
+    }
 
     // Everything settles; every rank checks its own memory.
     g.barrier(Group::ALL, LONG)?;
