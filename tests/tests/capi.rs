@@ -161,6 +161,34 @@ fn hello_in_c_runs_under_gaspi_run() {
 }
 
 #[test]
+fn a_malformed_gaspi_variable_fails_init_instead_of_splitting_the_job() {
+    let Some(p) = programs() else {
+        return skip("malformed_env", "no C compiler (cc) on this machine");
+    };
+    // Read with the defaults, these would start every process as a job of
+    // one rank (rank 0 of 1) that exits 0.
+    for (k, v) in [
+        ("GASPI_TRANSPORT", "bogus"),
+        ("GASPI_SEGMENT_SIZE_MAX", "xyz"),
+    ] {
+        let out = Job::new(&p.get("hello"), 2).env(k, v).run();
+        assert_ne!(out.code, 0, "{k}={v}: {}", out.dump());
+        assert_eq!(
+            out.stdout_lines_with("hello from rank"),
+            0,
+            "{}",
+            out.dump()
+        );
+        assert!(
+            out.stderr
+                .contains("gaspi_proc_init (GASPI_BLOCK) returned 5"),
+            "{k}={v}: init must fail with GASPI_ERR_CONFIG: {}",
+            out.dump()
+        );
+    }
+}
+
+#[test]
 fn write_notify_ring_carries_checked_data_with_2_and_4_ranks() {
     run_checked("pingpong_2", "pingpong", 2, "200 rounds checked");
     run_checked("pingpong_4", "pingpong", 4, "200 rounds checked");
