@@ -207,7 +207,9 @@ impl Gaspi {
                 Some((to, id.0, value))
             }
         };
-        let entries = elems.len() as u32 + notify.is_some() as u32;
+        // One request per element; a notification is part of the call
+        // (decision 0030).
+        let entries = elems.len() as u32;
         q.reserve(queue, entries, inner.config.queue_size_max)?;
         let first_remote = resolve(inner, &tables, &elems[0], rank)?.remote;
         let reads_complete_later = first_remote.completes_later();

@@ -425,7 +425,8 @@ impl Inner {
         {
             return false;
         }
-        let entries = 1 + notify.is_some() as u32;
+        // One request, its notification part of it (decision 0030).
+        let entries = 1;
         if !q.try_reserve(entries, self.config.queue_size_max) {
             return false;
         }
@@ -1066,7 +1067,8 @@ impl Gaspi {
             if let Some((id, value)) = notify {
                 check_notification(r, rank, remote_seg, id, value)?;
             }
-            let entries = 1 + notify.is_some() as u32;
+            // One request, its notification part of it (decision 0030).
+            let entries = 1;
             q.reserve(req.queue, entries, inner.config.queue_size_max)?;
             let notify = notify.map(|(id, value)| (id.0, value));
             let to = RemoteEnd {
