@@ -23,12 +23,12 @@ static void configuration (void)
   c.queue_num = 17; /* more than GASPI's 16 queues */
   EXPECT_CODE (gaspi_config_set (c), GASPI_ERR_CONFIG);
   c.queue_num = 6;
-  c.allreduce_elem_max = 1000; /* more than one allreduce of the runtime */
+  c.allreduce_elem_max = 20000; /* more than one allreduce of the runtime */
   c.group_max = 100;           /* more than the default 32 */
   CHECK (gaspi_config_set (c));
   CHECK (gaspi_config_get (&c));
   ASSERT (c.queue_num == 6 && c.notification_num == 4096);
-  ASSERT (c.allreduce_elem_max == 1000 && c.group_max == 100);
+  ASSERT (c.allreduce_elem_max == 20000 && c.group_max == 100);
 }
 
 static void information (void)
@@ -55,9 +55,9 @@ static void information (void)
   CHECK (gaspi_passive_transfer_size_max (&s));
   ASSERT (s >= 1024);
   CHECK (gaspi_allreduce_elem_max (&n));
-  ASSERT (n == 1000); /* from gaspi_config_set */
+  ASSERT (n == 20000); /* from gaspi_config_set */
   CHECK (gaspi_allreduce_buf_size (&s));
-  ASSERT (s == 8000);
+  ASSERT (s == 160000);
   CHECK (gaspi_group_max (&n));
   ASSERT (n == 100);
   CHECK (gaspi_rw_list_elem_max (&n));
@@ -357,18 +357,18 @@ static void collectives (void)
                           GASPI_GROUP_ALL, GASPI_BLOCK));
   ASSERT (total >= 1); /* the callback really ran */
 
-  /* 1000 elements (allreduce_elem_max from gaspi_config_set): more than
-     one allreduce of the runtime, run in pieces; and in place. */
-  static long big[1000], bigr[1000];
-  for (int i = 0; i < 1000; i++)
+  /* 20000 elements (allreduce_elem_max from gaspi_config_set): more than
+     one allreduce of the runtime (8192), run in pieces; and in place. */
+  static long big[20000], bigr[20000];
+  for (int i = 0; i < 20000; i++)
     big[i] = (long) i * (rank + 1);
-  CHECK (gaspi_allreduce (big, bigr, 1000, GASPI_OP_SUM, GASPI_TYPE_LONG,
+  CHECK (gaspi_allreduce (big, bigr, 20000, GASPI_OP_SUM, GASPI_TYPE_LONG,
                           GASPI_GROUP_ALL, GASPI_BLOCK));
-  for (int i = 0; i < 1000; i++)
+  for (int i = 0; i < 20000; i++)
     ASSERT (bigr[i] == (long) i * num * (num + 1) / 2);
-  CHECK (gaspi_allreduce (big, big, 1000, GASPI_OP_MAX, GASPI_TYPE_LONG,
+  CHECK (gaspi_allreduce (big, big, 20000, GASPI_OP_MAX, GASPI_TYPE_LONG,
                           GASPI_GROUP_ALL, GASPI_BLOCK));
-  for (int i = 0; i < 1000; i++)
+  for (int i = 0; i < 20000; i++)
     ASSERT (big[i] == (long) i * num);
   static pair_t many[400], manyr[400];
   for (int i = 0; i < 400; i++)
@@ -377,7 +377,7 @@ static void collectives (void)
                                &calls, GASPI_GROUP_ALL, GASPI_BLOCK));
   for (int i = 0; i < 400; i++)
     ASSERT (manyr[i].value == num - 1.0 && manyr[i].rank == (num - 1 - i % num + num) % num);
-  EXPECT_CODE (gaspi_allreduce (big, bigr, 1001, GASPI_OP_SUM, GASPI_TYPE_LONG,
+  EXPECT_CODE (gaspi_allreduce (big, bigr, 20001, GASPI_OP_SUM, GASPI_TYPE_LONG,
                                 GASPI_GROUP_ALL, GASPI_BLOCK),
                GASPI_ERR_INV_NUM);
 }

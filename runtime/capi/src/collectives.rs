@@ -133,7 +133,7 @@ fn unfinished() -> std::sync::MutexGuard<'static, Vec<Unfinished>> {
 
 /// Runs an allreduce of `pieces` consecutive pieces, `piece(i)` running
 /// piece `i` as one allreduce of the runtime (whose single allreduce takes
-/// at most `ALLREDUCE_ELEM_MAX` elements, fewer than a configured
+/// at most `ALLREDUCE_ELEM_LIMIT` elements, fewer than a configured
 /// `allreduce_elem_max` may allow). Every member runs the same pieces in
 /// the same order. A piece that times out is remembered: the same call
 /// repeated resumes at that piece (the runtime resumes the piece itself);
@@ -170,9 +170,10 @@ fn in_pieces(
 }
 
 /// `gaspi_allreduce` over elements of type `T`: copies in (the C buffers
-/// need not be aligned for `T`), reduces, copies out. The copies live on
-/// the stack (`num` is at most `ALLREDUCE_ELEM_MAX`, 2 KiB of 8-byte
-/// elements): no allocation per call.
+/// need not be aligned for `T`), reduces, copies out. Up to the default
+/// `ALLREDUCE_ELEM_MAX` (2 KiB of 8-byte elements) the copies live on the
+/// stack: no allocation per call; larger pieces (a configured
+/// `allreduce_elem_max`) on the heap.
 fn allreduce_as<T: Reducible>(
     rt: &Runtime,
     send: *const c_void,
@@ -184,9 +185,15 @@ fn allreduce_as<T: Reducible>(
 ) -> Ret {
     let send = send as *const T;
     let recv = recv as *mut T;
-    let mut input = [T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX];
-    let mut output = [T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX];
-    let (input, output) = (&mut input[..num], &mut output[..num]);
+    let mut on_stack = [[T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX]; 2];
+    let mut on_heap = Vec::new();
+    let (input, output) = if num <= gaspi::ALLREDUCE_ELEM_MAX {
+        let [input, output] = &mut on_stack;
+        (&mut input[..num], &mut output[..num])
+    } else {
+        on_heap.resize(2 * num, T::zeroed());
+        on_heap.split_at_mut(num)
+    };
     for (i, x) in input.iter_mut().enumerate() {
         // SAFETY: buffer_send holds `num` elements of the datatype
         // (GASPI.h's contract), is not null (checked by the caller), and
@@ -235,7 +242,8 @@ pub unsafe extern "C" fn gaspi_allreduce(
             ty: datatype,
             num,
         };
-        let (num, per) = (num as usize, gaspi::ALLREDUCE_ELEM_MAX);
+        let per = rt.gaspi.config().allreduce_elem_max as usize;
+        let num = num as usize;
         in_pieces(g, call, num.div_ceil(per), |i| {
             let (first, n) = (i * per, per.min(num - i * per));
             // SAFETY: both buffers hold `num` elements of the datatype
@@ -280,13 +288,14 @@ pub unsafe extern "C" fn gaspi_allreduce_user(
         // As GPI-2: at most allreduce_elem_max 8-byte elements' worth of
         // bytes; and an element must fit one piece (the runtime's buffer).
         if element_size == 0
-            || element_size > gaspi::ALLREDUCE_BYTES_MAX as u64
+            || element_size > rt.gaspi.config().allreduce_elem_max as u64 * 8
             || num as u64 * element_size > crate::process::allreduce_buf_size(rt.allreduce_elem_max)
         {
             return Err(Code(GASPI_ERR_INV_SIZE));
         }
         let elem = element_size as usize;
-        let per = gaspi::ALLREDUCE_ELEM_MAX.min(gaspi::ALLREDUCE_BYTES_MAX / elem);
+        let piece_max = rt.gaspi.config().allreduce_elem_max as usize;
+        let per = piece_max.min(piece_max * 8 / elem);
         let call = Signature::User {
             elem_size: element_size,
             num,

@@ -68,8 +68,11 @@ pub(crate) fn allreduce_buf_size(allreduce_elem_max: u32) -> gaspi_size_t {
 /// largest single allreduce).
 const ALLREDUCE_ELEM_MAX_DEFAULT: u32 = gaspi::ALLREDUCE_ELEM_MAX as u32;
 
-/// `base` with the fields of `c` that this runtime uses.
+/// `base` with the fields of `c` that this runtime uses. The runtime's
+/// single allreduce takes up to `ALLREDUCE_ELEM_LIMIT` elements; a larger
+/// `allreduce_elem_max` is served in pieces of that size (`collectives.rs`).
 fn apply(mut base: Config, c: &gaspi_config_t) -> Config {
+    base.allreduce_elem_max = c.allreduce_elem_max.clamp(1, gaspi::ALLREDUCE_ELEM_LIMIT);
     base.queue_size_max = c.queue_size_max;
     base.queue_num = c.queue_num;
     base.group_max = c.group_max;
