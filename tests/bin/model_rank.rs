@@ -235,8 +235,35 @@ fn lists(g: &Gaspi) -> R {
     g.read_list(&reads[..7], next(g), Queue(2))?;
     g.wait(Queue(2), Timeout::Block)?;
     check_elements(g, next(g), &reads[..7], true)?;
+    block(g)?;
+    // Elements of size 0 (decision 0030): checked, nothing moved; the
+    // others land and the notification follows them. All of size 0: the
+    // notification alone.
+    for s in [2u8, 3] {
+        g.segment(SegId(s))?.write(0, &vec![0u8; LSEG as usize])?;
+    }
+    block(g)?;
+    let mixed: Vec<ListElem> = elems
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ListElem {
+            size: if i % 3 == 0 { 0 } else { e.size },
+            ..*e
+        })
+        .collect();
+    g.write_list_notify(&mixed, next(g), SegId(3), NotifyId(4), 9, Queue(1))?;
+    assert_eq!(g.queue_size(Queue(1))?, 255);
+    let id = g.notify_waitsome(SegId(3), NotifyId(4), 1, Timeout::Ms(60_000))?;
+    assert_eq!(g.notify_reset(SegId(3), id)?, 9);
+    check_elements(g, prev(g), &mixed, false)?;
+    let none: Vec<ListElem> = mixed.iter().map(|e| ListElem { size: 0, ..*e }).collect();
+    g.write_list_notify(&none[..10], next(g), SegId(3), NotifyId(6), 5, Queue(1))?;
+    let id = g.notify_waitsome(SegId(3), NotifyId(6), 1, Timeout::Ms(60_000))?;
+    assert_eq!(g.notify_reset(SegId(3), id)?, 5);
+    g.wait(Queue(1), Timeout::Block)?;
+    check_elements(g, prev(g), &mixed, false)?;
     let st = g.statistics();
-    assert_eq!(st.calls_of("write_list_notify"), 1);
+    assert_eq!(st.calls_of("write_list_notify"), 3);
     assert_eq!(st.calls_of("read_list"), 1);
     Ok(())
 }
