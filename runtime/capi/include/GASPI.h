@@ -295,6 +295,7 @@ extern "C"
   gaspi_return_t gaspi_queue_create (gaspi_queue_id_t * const queue,
                                      const gaspi_timeout_t timeout_ms);
   gaspi_return_t gaspi_queue_delete (const gaspi_queue_id_t queue);
+  /* 0: size 0 is a valid transfer, as in GPI-2. */
   gaspi_return_t gaspi_transfer_size_min (gaspi_size_t * const transfer_size_min);
   gaspi_return_t gaspi_transfer_size_max (gaspi_size_t * const transfer_size_max);
   gaspi_return_t gaspi_notification_num (gaspi_number_t * const notification_num);

@@ -757,7 +757,8 @@ query!(gaspi_queue_size_max, gaspi_number_t, |rt| rt
     .config()
     .queue_size_max);
 query!(gaspi_queue_max, gaspi_number_t, |rt| rt.gaspi.queue_max());
-query!(gaspi_transfer_size_min, gaspi_size_t, |_rt| 1);
+// 0: size 0 is a valid transfer (decision 0030), as GPI-2 reports it.
+query!(gaspi_transfer_size_min, gaspi_size_t, |_rt| 0);
 query!(gaspi_transfer_size_max, gaspi_size_t, |rt| rt
     .gaspi
     .config()
