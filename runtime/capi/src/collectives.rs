@@ -388,3 +388,57 @@ fn allreduce_user_piece(
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_piece_that_times_out_is_resumed_by_the_same_call_and_blocks_others() {
+        let call = Signature::Typed {
+            op: GASPI_OP_SUM,
+            ty: GASPI_TYPE_INT,
+            num: 30_000,
+        };
+        let other = Signature::Typed {
+            op: GASPI_OP_MAX,
+            ty: GASPI_TYPE_INT,
+            num: 30_000,
+        };
+        let g: gaspi_group_t = 200; // a group no other test uses
+        let mut ran = Vec::new();
+        // Pieces 0 and 1 complete, piece 2 times out.
+        let first = in_pieces(g, call, 4, |i| {
+            ran.push(i);
+            if i == 2 {
+                Err(Code(GASPI_TIMEOUT))
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(first, Err(Code(GASPI_TIMEOUT)));
+        assert_eq!(ran, [0, 1, 2]);
+        // Another allreduce of the group is refused, running nothing.
+        let refused = in_pieces(g, other, 4, |_| panic!("must not run"));
+        assert_eq!(refused, Err(Code(GASPI_ERR_ACTIVE_COLL)));
+        // The same call resumes at piece 2 and finishes.
+        ran.clear();
+        assert_eq!(
+            in_pieces(g, call, 4, |i| {
+                ran.push(i);
+                Ok(())
+            }),
+            Ok(())
+        );
+        assert_eq!(ran, [2, 3]);
+        // Done: the next call starts at piece 0; an error other than a
+        // timeout forgets the call.
+        ran.clear();
+        let failed = in_pieces(g, other, 4, |i| {
+            ran.push(i);
+            Err(Code(GASPI_ERROR))
+        });
+        assert_eq!((failed, ran.as_slice()), (Err(Code(GASPI_ERROR)), &[0][..]));
+        assert_eq!(in_pieces(g, call, 1, |_| Ok(())), Ok(()));
+    }
+}
