@@ -18,6 +18,11 @@ pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 /// (see [`Config::copy_assist_min`]).
 pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
 
+/// The largest [`Config::allreduce_elem_max`]: 8192 elements (64 KiB of
+/// 8-byte elements per allreduce slot). The C interface runs larger
+/// allreduces in pieces of this size.
+pub const ALLREDUCE_ELEM_LIMIT: u32 = 8192;
+
 /// Largest segment by default (see [`Config::segment_size_max`]): 1 TiB.
 ///
 /// A fixed value rather than this host's physical memory, so that every
@@ -67,8 +72,16 @@ pub struct Config {
     pub segment_size_max: u64,
     /// Most elements of a list operation.
     pub rw_list_elem_max: u32,
-    /// Most groups (`Group::ALL` included).
+    /// Most groups (`Group::ALL` included); at most 256.
     pub group_max: u32,
+    /// Most elements of an allreduce (of 8-byte elements: an allreduce
+    /// moves at most 8 times this many bytes), as GPI-2's
+    /// `allreduce_elem_max`: [`crate::ALLREDUCE_ELEM_MAX`] (255) by
+    /// default, at most [`ALLREDUCE_ELEM_LIMIT`]. Every rank keeps
+    /// `group_max * (ranks + 1)` slots of this many 8-byte elements in its
+    /// system segment (sparse memory: touched only by the allreduces that
+    /// run; but registered with an RDMA device as a whole).
+    pub allreduce_elem_max: u32,
     /// How long init waits for the other ranks.
     pub init_timeout: Duration,
     /// How long a waiter spins before it sleeps; `None` chooses by load:
@@ -254,6 +267,7 @@ impl Default for Config {
             segment_size_max: DEFAULT_SEGMENT_SIZE_MAX,
             rw_list_elem_max: 255,
             group_max: 32,
+            allreduce_elem_max: crate::ALLREDUCE_ELEM_MAX as u32,
             init_timeout: Duration::from_secs(60),
             spin: None,
             launch: LaunchInfo::standalone(),
@@ -383,6 +397,19 @@ impl Config {
     /// Sets the number of segment ids.
     pub fn segment_max(mut self, n: u32) -> Self {
         self.segment_max = n;
+        self
+    }
+    /// Sets the most elements of an allreduce (see
+    /// [`Config::allreduce_elem_max`]).
+    ///
+    /// ```
+    /// use gaspi::{Config, ALLREDUCE_ELEM_LIMIT};
+    /// assert_eq!(Config::default().allreduce_elem_max, 255);
+    /// assert!(Config::default().allreduce_elem_max(4096).validate().is_ok());
+    /// assert!(Config::default().allreduce_elem_max(ALLREDUCE_ELEM_LIMIT + 1).validate().is_err());
+    /// ```
+    pub fn allreduce_elem_max(mut self, n: u32) -> Self {
+        self.allreduce_elem_max = n;
         self
     }
     /// Sets the notification words per segment.
@@ -543,8 +570,14 @@ impl Config {
                 self.segment_size_max
             ));
         }
-        if self.group_max == 0 || self.group_max > 64 {
-            return bad(format!("group_max {} must be 1..=64", self.group_max));
+        if self.group_max == 0 || self.group_max > 256 {
+            return bad(format!("group_max {} must be 1..=256", self.group_max));
+        }
+        if self.allreduce_elem_max == 0 || self.allreduce_elem_max > ALLREDUCE_ELEM_LIMIT {
+            return bad(format!(
+                "allreduce_elem_max {} must be 1..={ALLREDUCE_ELEM_LIMIT}",
+                self.allreduce_elem_max
+            ));
         }
         Ok(())
     }

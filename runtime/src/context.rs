@@ -129,8 +129,12 @@ const HEALTHY: u8 = 0;
 const TERMINATED: u8 = 1;
 const CORRUPT: u8 = 2;
 
-/// Bytes of one allreduce slot of the system segment: 255 doubles, rounded up.
-pub(crate) const SLOT: usize = 2048;
+/// Bytes of one allreduce slot of the system segment for an
+/// `allreduce_elem_max` of `elem_max` (8-byte elements, rounded up to a
+/// multiple of 64): 2 KiB for the default 255, at least that.
+pub(crate) fn allreduce_slot(elem_max: u32) -> usize {
+    (elem_max as usize * 8).next_multiple_of(64).max(2048)
+}
 
 /// Notification words of the system segment: 64 per group for barriers,
 /// then per group one allreduce word per member position and one for the
@@ -139,11 +143,12 @@ pub(crate) fn system_notifications(group_max: u32, size: u32) -> u32 {
     group_max * 64 + group_max * (size + 1)
 }
 
-/// Data bytes of the system segment: per group one allreduce slot per
-/// member position (used on the group's root) and one result slot. The
-/// memfd is sparse: pages never touched cost nothing.
-pub(crate) fn system_data_size(group_max: u32, size: u32) -> usize {
-    group_max as usize * (size as usize + 1) * SLOT
+/// Data bytes of the system segment: per group one allreduce slot (of
+/// `slot` bytes, [`allreduce_slot`]) per member position (used on the
+/// group's root) and one result slot. The memfd is sparse: pages never
+/// touched cost nothing.
+pub(crate) fn system_data_size(group_max: u32, size: u32, slot: usize) -> usize {
+    group_max as usize * (size as usize + 1) * slot
 }
 
 /// Allreduce word of `group` for member position `slot` (`slot == size`:
@@ -152,9 +157,10 @@ pub(crate) fn reduce_word(group_max: u32, size: u32, group: crate::Group, slot: 
     64 * group_max + group.0 * (size + 1) + slot
 }
 
-/// Offset of allreduce slot `slot` of `group` in the system segment's data.
-pub(crate) fn reduce_offset(size: u32, group: crate::Group, slot: u32) -> u64 {
-    ((group.0 as u64 * (size as u64 + 1)) + slot as u64) * SLOT as u64
+/// Offset of allreduce slot `index` of `group` in the system segment's
+/// data, for slots of `slot` bytes.
+pub(crate) fn reduce_offset(size: u32, group: crate::Group, index: u32, slot: usize) -> u64 {
+    ((group.0 as u64 * (size as u64 + 1)) + index as u64) * slot as u64
 }
 
 /// Every collective word of `group` in the system segment.
@@ -736,7 +742,11 @@ impl Gaspi {
         let copy_helper = copy_assist_min.map(|_| Arc::new(CopyHelper::default()));
         let mut system = LocalSegment::alloc_host(
             SegId(SYSTEM_SEG as u8),
-            (system_data_size(config.group_max, size) + BOARD_BYTES) as u64,
+            (system_data_size(
+                config.group_max,
+                size,
+                allreduce_slot(config.allreduce_elem_max),
+            ) + BOARD_BYTES) as u64,
             system_notifications(config.group_max, size),
             config.effective_spin(),
         )?;

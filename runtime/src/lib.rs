@@ -68,8 +68,8 @@ use gaspi_launch as launcher;
 
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 pub use config::{
-    Config, NotificationPlacement, TransportChoice, DEFAULT_PEER_TIMEOUT, DEFAULT_SEGMENT_SIZE_MAX,
-    LONG_SPIN, SEGMENT_SIZE_CEILING, SHORT_SPIN,
+    Config, NotificationPlacement, TransportChoice, ALLREDUCE_ELEM_LIMIT, DEFAULT_PEER_TIMEOUT,
+    DEFAULT_SEGMENT_SIZE_MAX, LONG_SPIN, SEGMENT_SIZE_CEILING, SHORT_SPIN,
 };
 pub use context::Gaspi;
 pub use error::{Error, Result, Side};

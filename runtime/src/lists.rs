@@ -6,7 +6,8 @@
 //! queue's room for all of it. Only then is the first byte moved, so a bad
 //! element in the middle of a list leaves nothing half-written anywhere.
 //! The notification of `write_list_notify` is set after every element's
-//! data, so a waiter that sees it may read all of them.
+//! data, so a waiter that sees it may read all of them. An element of size
+//! 0 is checked like any other and moves nothing (decision 0030).
 
 use crate::context::Gaspi;
 use crate::error::{Error, Result, Side};
@@ -206,7 +207,9 @@ impl Gaspi {
                 Some((to, id.0, value))
             }
         };
-        let entries = elems.len() as u32 + notify.is_some() as u32;
+        // One request per element; a notification is part of the call
+        // (decision 0030).
+        let entries = elems.len() as u32;
         q.reserve(queue, entries, inner.config.queue_size_max)?;
         let first_remote = resolve(inner, &tables, &elems[0], rank)?.remote;
         let reads_complete_later = first_remote.completes_later();
@@ -216,6 +219,10 @@ impl Gaspi {
             for e in elems {
                 let r = resolve(inner, &tables, e, rank)?;
                 let size = r.size as u64;
+                if size == 0 {
+                    // Allowed, as in GPI-2: checked, nothing to move.
+                    continue;
+                }
                 let (seg, off) = (r.segment, r.local_offset);
                 let end = RemoteEnd {
                     rank,
@@ -267,7 +274,7 @@ fn resolve<'t>(
     e: &ListElem,
     rank: Rank,
 ) -> Result<Resolved<'t>> {
-    inner.check_size(e.size)?;
+    inner.check_transfer_size(e.size)?;
     inner.check_seg_id(e.local_seg)?;
     let local: &LocalSegment =
         tables.local[e.local_seg.0 as usize]

@@ -68,10 +68,20 @@ impl Inner {
             })
     }
 
+    /// Checks the size of a request of the device API's ring: 1 up to
+    /// the transfer size maximum.
     pub(crate) fn check_size(&self, size: u64) -> Result<()> {
         if size == 0 {
             return Err(Error::ZeroSize { what: "a transfer" });
         }
+        self.check_transfer_size(size)
+    }
+
+    /// Checks the size of a write, read or list element: at most the
+    /// transfer size maximum. 0 is allowed, as in GPI-2 (decision 0030):
+    /// such a request moves no data, but its other arguments are checked
+    /// as for any size and its notification, if it has one, is delivered.
+    pub(crate) fn check_transfer_size(&self, size: u64) -> Result<()> {
         if size > self.config.transfer_size_max {
             return Err(Error::TooLarge {
                 size,
@@ -415,7 +425,8 @@ impl Inner {
         {
             return false;
         }
-        let entries = 1 + notify.is_some() as u32;
+        // One request, its notification part of it (decision 0030).
+        let entries = 1;
         if !q.try_reserve(entries, self.config.queue_size_max) {
             return false;
         }
@@ -912,6 +923,21 @@ impl Gaspi {
         Ok(self.inner.local_segment(seg)?.size as u64)
     }
 
+    /// Size in bytes of segment `seg` of `rank` (this rank's own, or a
+    /// peer's that it registered with this rank or created in a group with
+    /// it); [`Error::UnknownSegment`] while this rank does not know it.
+    pub fn segment_size_of(&self, rank: Rank, seg: SegId) -> Result<u64> {
+        self.inner.check_rank(rank)?;
+        if rank == self.inner.rank {
+            return self.segment_size(seg);
+        }
+        self.inner.check_seg_id(seg)?;
+        self.inner.tables.load().remote[rank.0 as usize][seg.0 as usize]
+            .as_ref()
+            .map(|r| r.size)
+            .ok_or(Error::UnknownSegment { rank, seg })
+    }
+
     /// Where the notification words of local segment `seg` live: in GPU
     /// memory for a GPU segment made under
     /// [`NotificationPlacement::Device`], also mapped into this process
@@ -954,6 +980,9 @@ impl Gaspi {
 
     /// Posts a write of `size` bytes from `local_seg` at `local_offset` to
     /// `remote_seg` of `rank` at `remote_offset`, on `queue`.
+    ///
+    /// `size` may be 0 (as in GPI-2): every other argument is checked as
+    /// for any size, the request counts on the queue, and nothing moves.
     #[allow(clippy::too_many_arguments)] // GASPI's signature, argument for argument
     #[inline]
     pub fn write(
@@ -980,7 +1009,8 @@ impl Gaspi {
 
     /// Posts a write and then a notification of `value` at `notification` of
     /// the same remote segment. The notification is never visible before
-    /// the data.
+    /// the data. With `size` 0 only the notification is sent (in the order
+    /// of `notify`).
     #[allow(clippy::too_many_arguments)] // GASPI's signature, argument for argument
     #[inline]
     pub fn write_notify(
@@ -1028,7 +1058,7 @@ impl Gaspi {
         let (rank, remote_seg, size, notify) = (req.rank, req.remote_seg, req.size, req.notify);
         let inner = &*self.inner;
         let q = inner.check_queue(req.queue)?;
-        inner.check_size(size)?;
+        inner.check_transfer_size(size)?;
         inner.check_peer(rank)?;
         inner.with_local(req.local_seg, |local, tables| {
             local.check(Side::Local, inner.rank, req.local_offset, size)?;
@@ -1037,7 +1067,8 @@ impl Gaspi {
             if let Some((id, value)) = notify {
                 check_notification(r, rank, remote_seg, id, value)?;
             }
-            let entries = 1 + notify.is_some() as u32;
+            // One request, its notification part of it (decision 0030).
+            let entries = 1;
             q.reserve(req.queue, entries, inner.config.queue_size_max)?;
             let notify = notify.map(|(id, value)| (id.0, value));
             let to = RemoteEnd {
@@ -1046,7 +1077,12 @@ impl Gaspi {
                 segment: r,
                 offset: req.remote_offset,
             };
-            let sent = inner.put_routed(q, local, req.local_offset, to, size, notify);
+            let sent = match notify {
+                _ if size > 0 => inner.put_routed(q, local, req.local_offset, to, size, notify),
+                // Size 0: no data; the notification alone, in order.
+                Some((id, value)) => inner.notify_routed(q, to, id, value),
+                None => Ok(()),
+            };
             if let Err(e) = sent {
                 q.unreserve(entries);
                 return Err(e);
@@ -1063,7 +1099,8 @@ impl Gaspi {
     }
 
     /// Posts a read of `size` bytes from `remote_seg` of `rank` at
-    /// `remote_offset` into `local_seg` at `local_offset`, on `queue`.
+    /// `remote_offset` into `local_seg` at `local_offset`, on `queue`;
+    /// `size` may be 0 (checked, nothing moves), as for [`Gaspi::write`].
     #[allow(clippy::too_many_arguments)] // GASPI's signature, argument for argument
     pub fn read(
         &self,
@@ -1078,7 +1115,7 @@ impl Gaspi {
         let inner = &*self.inner;
         let local_seg = local_seg.into();
         let q = inner.check_queue(queue)?;
-        inner.check_size(size)?;
+        inner.check_transfer_size(size)?;
         inner.check_peer(rank)?;
         inner.with_local(local_seg, |local, tables| {
             local.check(Side::Local, inner.rank, local_offset, size)?;
@@ -1091,7 +1128,11 @@ impl Gaspi {
                 segment: r,
                 offset: remote_offset,
             };
-            let got = inner.get_routed(q, local, local_offset, from, size);
+            // Size 0 (allowed, as in GPI-2): nothing to move.
+            let got = match size {
+                0 => Ok(()),
+                _ => inner.get_routed(q, local, local_offset, from, size),
+            };
             if let Err(e) = got {
                 q.unreserve(1);
                 return Err(e);

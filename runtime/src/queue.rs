@@ -1,7 +1,8 @@
 //! Communication queues: where one-sided requests are posted and completed.
 //!
-//! A queue counts the requests posted since its last `wait` (a
-//! `write_notify` counts two, as in GPI-2) and refuses new ones at its depth
+//! A queue counts the requests posted since its last `wait` (one per call,
+//! one per element of a list: a notification is part of the request it
+//! follows, decision 0030; GPI-2 counts it apart) and refuses new ones at its depth
 //! with `QueueFull`. It also remembers which ranks it sent to, so that `wait`
 //! can report a request whose target died. On the shared-memory transport a
 //! request is complete when its post returns; `wait` then only settles the

@@ -235,8 +235,35 @@ fn lists(g: &Gaspi) -> R {
     g.read_list(&reads[..7], next(g), Queue(2))?;
     g.wait(Queue(2), Timeout::Block)?;
     check_elements(g, next(g), &reads[..7], true)?;
+    block(g)?;
+    // Elements of size 0 (decision 0030): checked, nothing moved; the
+    // others land and the notification follows them. All of size 0: the
+    // notification alone.
+    for s in [2u8, 3] {
+        g.segment(SegId(s))?.write(0, &vec![0u8; LSEG as usize])?;
+    }
+    block(g)?;
+    let mixed: Vec<ListElem> = elems
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ListElem {
+            size: if i % 3 == 0 { 0 } else { e.size },
+            ..*e
+        })
+        .collect();
+    g.write_list_notify(&mixed, next(g), SegId(3), NotifyId(4), 9, Queue(1))?;
+    assert_eq!(g.queue_size(Queue(1))?, 255);
+    let id = g.notify_waitsome(SegId(3), NotifyId(4), 1, Timeout::Ms(60_000))?;
+    assert_eq!(g.notify_reset(SegId(3), id)?, 9);
+    check_elements(g, prev(g), &mixed, false)?;
+    let none: Vec<ListElem> = mixed.iter().map(|e| ListElem { size: 0, ..*e }).collect();
+    g.write_list_notify(&none[..10], next(g), SegId(3), NotifyId(6), 5, Queue(1))?;
+    let id = g.notify_waitsome(SegId(3), NotifyId(6), 1, Timeout::Ms(60_000))?;
+    assert_eq!(g.notify_reset(SegId(3), id)?, 5);
+    g.wait(Queue(1), Timeout::Block)?;
+    check_elements(g, prev(g), &mixed, false)?;
     let st = g.statistics();
-    assert_eq!(st.calls_of("write_list_notify"), 1);
+    assert_eq!(st.calls_of("write_list_notify"), 3);
     assert_eq!(st.calls_of("read_list"), 1);
     Ok(())
 }
@@ -276,9 +303,12 @@ fn lists_bad(g: &Gaspi) -> R {
     let e = g.write_list(&elems, to, Queue(0));
     assert!(matches!(e, Err(Error::UnknownSegment { .. })), "{e:?}");
     elems[254].remote_seg = SegId(2);
+    // A zero-size element is valid (decision 0030) but checked all the same.
     elems[254].size = 0;
+    elems[254].remote_offset = LSEG + 1;
     let e = g.read_list(&elems, to, Queue(0));
-    assert!(matches!(e, Err(Error::ZeroSize { .. })), "{e:?}");
+    assert!(matches!(e, Err(Error::OutOfBounds { .. })), "{e:?}");
+    elems[254].remote_offset = 0;
     elems[254].size = 1;
     // A bad notification: nothing moves either.
     let e = g.write_list_notify(&elems, to, SegId(3), NotifyId(3), 0, Queue(0));
@@ -317,10 +347,11 @@ fn queues(g: &Gaspi) -> R {
     let q = *made.last().expect("a queue was made");
     seg.write(0, &[g.rank().0 as u64])?;
     g.write_notify(SegId(0), 0, next(g), SegId(0), 8, 8, NotifyId(1), 1, q)?;
-    assert_eq!(g.queue_size(q)?, 2);
+    // One request: the notification is part of it (decision 0030).
+    assert_eq!(g.queue_size(q)?, 1);
     let busy = g.queue_delete(q);
     assert!(
-        matches!(busy, Err(Error::QueueBusy { posted: 2, .. })),
+        matches!(busy, Err(Error::QueueBusy { posted: 1, .. })),
         "{busy:?}"
     );
     g.queue_purge(q, Timeout::Block)?;

@@ -1168,13 +1168,41 @@ fn bad_inputs() -> Res {
         expect_err!(g.wait(bad, Timeout::Test), Error::BadQueue { queue, count: 2 } if queue == bad);
         expect_err!(g.queue_size(bad), Error::BadQueue { queue, count: 2 } if queue == bad);
     }
-    // Size 0.
-    expect_err!(g.write(SEG, 0, t, SEG, 0, 0, q0), Error::ZeroSize { .. });
+    // Size 0 is a valid transfer (as in GPI-2, decision 0030), but its other
+    // arguments are checked as for any size.
+    expect_err!(g.write(SegId(5), 0, t, SEG, 0, 0, q0), Error::UnknownSegment { seg, .. } if seg == SegId(5));
+    expect_err!(g.write(SEG, 0, t, SegId(5), 0, 0, q0), Error::UnknownSegment { seg, .. } if seg == SegId(5));
+    expect_err!(g.read(SegId(5), 0, t, SEG, 0, 0, q0), Error::UnknownSegment { seg, .. } if seg == SegId(5));
     expect_err!(
-        g.write_notify(SEG, 0, t, SEG, 0, 0, one, 1, q0),
-        Error::ZeroSize { .. }
+        g.write(SEG, my_size + 1, t, SEG, 0, 0, q0),
+        Error::OutOfBounds {
+            side: Side::Local,
+            ..
+        }
     );
-    expect_err!(g.read(SEG, 0, t, SEG, 0, 0, q0), Error::ZeroSize { .. });
+    expect_err!(
+        g.read(SEG, 0, t, SEG, t_size + 1, 0, q0),
+        Error::OutOfBounds {
+            side: Side::Remote,
+            ..
+        }
+    );
+    expect_err!(
+        g.write_notify(SEG, 0, t, SEG, 0, 0, one, 0, q0),
+        Error::NotifyValueZero
+    );
+    expect_err!(
+        g.write_notify(SEG, 0, t, SEG, 0, 0, NotifyId(NOTIFS), 1, q0),
+        Error::NotifyIdOutOfRange { .. }
+    );
+    expect_err!(
+        g.write(SEG, 0, t, SEG, 0, 0, Queue(2)),
+        Error::BadQueue { .. }
+    );
+    expect_err!(
+        g.read(SEG, 0, Rank(n), SEG, 0, 0, q0),
+        Error::BadRank { .. }
+    );
     expect_err!(
         g.segment_alloc(SegId(6), 0, Memory::Host),
         Error::ZeroSize { .. }
@@ -1199,7 +1227,7 @@ fn bad_inputs() -> Res {
 
     // Queue full: depth 8 on queue 1. Valid requests write the source's
     // bytes from SRC + QF + 16k at QF + 16k; refused ones would write at
-    // QF + 1024 and set notification 13.
+    // QF + 1024 and set notification 30.
     let q1 = Queue(1);
     g.wait(q1, LONG)?;
     for k in 0..8 {
@@ -1211,8 +1239,8 @@ fn bad_inputs() -> Res {
         g.queue_size(q1)?
     );
     expect_err!(g.write(SEG, QF + 1024, t, SEG, QF + 1024, 16, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
-    expect_err!(g.write_notify(SEG, QF + 1024, t, SEG, QF + 1024, 16, NotifyId(13), 1, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
-    expect_err!(g.notify(t, SEG, NotifyId(13), 1, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
+    expect_err!(g.write_notify(SEG, QF + 1024, t, SEG, QF + 1024, 16, NotifyId(30), 1, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
+    expect_err!(g.notify(t, SEG, NotifyId(30), 1, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
     expect_err!(g.read(SEG, QF + 1024, t, SEG, QF + 1024, 16, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
     ensure!(
         g.queue_size(q1)? == 8,
@@ -1225,8 +1253,9 @@ fn bad_inputs() -> Res {
         "queue size {} after wait",
         g.queue_size(q1)?
     );
-    // write_notify takes 2 entries: 3 of them and a write make 7 of 8.
-    for k in 0..3u64 {
+    // A write_notify is one request, its notification part of it (decision
+    // 0030): 6 of them and a write make 7 of 8, a seventh fills the queue.
+    for k in 0..6u64 {
         g.write_notify(
             SEG,
             SRC + QF + 512 + 16 * k,
@@ -1242,11 +1271,21 @@ fn bad_inputs() -> Res {
     g.write(SEG, SRC + QF + 768, t, SEG, QF + 768, 16, q1)?;
     ensure!(
         g.queue_size(q1)? == 7,
-        "queue size {} after 3 write_notify + 1 write",
+        "queue size {} after 6 write_notify + 1 write",
         g.queue_size(q1)?
     );
-    expect_err!(g.write_notify(SEG, QF + 1024, t, SEG, QF + 1024, 16, NotifyId(13), 1, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
-    g.write(SEG, SRC + QF + 784, t, SEG, QF + 784, 16, q1)?;
+    g.write_notify(
+        SEG,
+        SRC + QF + 784,
+        t,
+        SEG,
+        QF + 784,
+        16,
+        NotifyId(16),
+        106,
+        q1,
+    )?;
+    expect_err!(g.write_notify(SEG, QF + 1024, t, SEG, QF + 1024, 16, NotifyId(30), 1, q1), Error::QueueFull { queue, depth: 8 } if queue == q1);
     expect_err!(
         g.write(SEG, QF + 1024, t, SEG, QF + 1024, 16, q1),
         Error::QueueFull { .. }
@@ -1255,14 +1294,34 @@ fn bad_inputs() -> Res {
     g.wait(q1, LONG)?;
     // The other queue was never affected.
     g.write(SEG, SRC + QF + 800, t, SEG, QF + 800, 16, Queue(0))?;
+    // Valid transfers of size 0 (at the very ends of the segments too)
+    // change no byte; the notification of a zero-size write_notify arrives.
+    g.write(SEG, my_size, t, SEG, t_size, 0, Queue(0))?;
+    g.read(SEG, 0, t, SEG, t_size, 0, Queue(0))?;
+    g.read_notify(SEG, 0, t, SEG, 0, 0, NotifyId(21), Queue(0))?;
+    g.write_notify(SEG, 0, t, SEG, 0, 0, NotifyId(20), 7, Queue(0))?;
+    ensure!(
+        g.queue_size(Queue(0))? == 5,
+        "queue size {} after a write and 4 zero-size requests",
+        g.queue_size(Queue(0))?
+    );
     g.wait(Queue(0), LONG)?;
+    for (id, value) in [(NotifyId(20), 7), (NotifyId(21), 1)] {
+        let got = g.notify_waitsome(SEG, id, 1, LONG)?;
+        ensure!(got == id, "waited for {id:?}, got {got:?}");
+        let v = g.notify_reset(SEG, id)?;
+        ensure!(
+            v == value,
+            "zero-size notification {id:?} is {v}, expected {value}"
+        );
+    }
 
     // Everything settles; every rank checks its own memory.
     g.barrier(Group::ALL, LONG)?;
     let mut want = init_bytes.clone();
     let from_s = |o: u64| pattern(s, SRC + o);
     let mut valid: Vec<(u64, u64)> = (0..8).map(|k| (QF + 16 * k, 16)).collect();
-    valid.extend((0..3).map(|k| (QF + 512 + 16 * k, 16)));
+    valid.extend((0..6).map(|k| (QF + 512 + 16 * k, 16)));
     valid.extend([(QF + 768, 16), (QF + 784, 16), (QF + 800, 16)]);
     for (off, len) in valid {
         for o in off..off + len {
@@ -1279,7 +1338,7 @@ fn bad_inputs() -> Res {
             want[bad]
         );
     }
-    for k in 0..3u32 {
+    for k in 0..7u32 {
         let v = g.notify_reset(SEG, NotifyId(10 + k))?;
         ensure!(
             v == 100 + k,

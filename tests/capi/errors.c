@@ -17,8 +17,34 @@ int main (void)
   EXPECT_CODE (gaspi_write (0, 0, 0, 0, 0, 8, 0, GASPI_BLOCK), GASPI_ERR_NOINIT);
   EXPECT_CODE (gaspi_proc_term (GASPI_BLOCK), GASPI_ERR_NOINIT);
   EXPECT_CODE (gaspi_config_get (NULL), GASPI_ERR_NULLPTR);
+  gaspi_time_t t0; /* as in GPI-2, time works before init */
+  CHECK (gaspi_time_get (&t0));
   gaspi_config_t c;
   CHECK (gaspi_config_get (&c));
+  /* GPI-2 1.6's refusals in gaspi_config_set, and ours (group ids are one
+     byte); nothing of a refused configuration is kept. */
+  gaspi_config_t bad = c;
+  bad.rw_list_elem_max = 256;
+  EXPECT_CODE (gaspi_config_set (bad), GASPI_ERR_CONFIG);
+  bad = c;
+  bad.queue_size_max = 4097;
+  EXPECT_CODE (gaspi_config_set (bad), GASPI_ERR_CONFIG);
+  bad = c;
+  bad.group_max = 257;
+  EXPECT_CODE (gaspi_config_set (bad), GASPI_ERR_CONFIG);
+  bad = c;
+  bad.transfer_size_max = (1ul << 30) + 1;
+  EXPECT_CODE (gaspi_config_set (bad), GASPI_ERR_CONFIG);
+  bad = c;
+  bad.sn_port = 80;
+  EXPECT_CODE (gaspi_config_set (bad), GASPI_ERR_CONFIG);
+  bad = c;
+  bad.allreduce_elem_max = 0;
+  EXPECT_CODE (gaspi_config_set (bad), GASPI_ERR_CONFIG);
+  gaspi_config_t now;
+  CHECK (gaspi_config_get (&now));
+  ASSERT (now.rw_list_elem_max == 255 && now.group_max == 32
+          && now.allreduce_elem_max == 255);
   c.queue_size_max = 4; /* to fill a queue below */
   CHECK (gaspi_config_set (c));
 
@@ -66,8 +92,25 @@ int main (void)
                GASPI_ERR_INV_NOTIF_VAL);
   EXPECT_CODE (gaspi_notify (0, right, 1u << 30, 1, 0, GASPI_BLOCK),
                GASPI_ERR_INV_NOTIF_ID);
-  EXPECT_CODE (gaspi_notify_reset (0, 0, NULL), GASPI_ERR_NULLPTR);
-  EXPECT_CODE (gaspi_notify_waitsome (0, 0, 0, &id, GASPI_TEST), GASPI_ERR_INV_NUM);
+  /* As GPI-2: a null old value is discarded; waiting for no notification
+     succeeds at once and leaves first_id alone (but checks the segment). */
+  CHECK (gaspi_notify_reset (0, 0, NULL));
+  id = 4711;
+  CHECK (gaspi_notify_waitsome (0, 0, 0, &id, GASPI_BLOCK));
+  ASSERT (id == 4711);
+  EXPECT_CODE (gaspi_notify_waitsome (3, 0, 0, &id, GASPI_BLOCK), GASPI_ERR_INV_SEG);
+  /* Size 0 is a valid transfer (as in GPI-2); its other arguments are
+     still checked. */
+  CHECK (gaspi_write (0, 4096, right, 0, 4096, 0, 2, GASPI_BLOCK));
+  CHECK (gaspi_read (0, 0, right, 0, 0, 0, 2, GASPI_BLOCK));
+  CHECK (gaspi_wait (2, GASPI_BLOCK));
+  EXPECT_CODE (gaspi_write (3, 0, right, 0, 0, 0, 0, GASPI_BLOCK), GASPI_ERR_INV_SEG);
+  EXPECT_CODE (gaspi_write (0, 4097, right, 0, 0, 0, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_LOC_OFF);
+  EXPECT_CODE (gaspi_read (0, 0, right, 0, 4097, 0, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_REM_OFF);
+  EXPECT_CODE (gaspi_write_notify (0, 0, right, 0, 0, 0, 1, 0, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_NOTIF_VAL);
   EXPECT_CODE (gaspi_notify_waitsome (0, 8, 8, &id, GASPI_TEST), GASPI_TIMEOUT);
   EXPECT_CODE (gaspi_notify_waitsome (0, 8, 8, &id, 20), GASPI_TIMEOUT);
   gaspi_segment_id_t s[1] = { 0 };
@@ -77,6 +120,10 @@ int main (void)
                GASPI_ERR_INV_NUM);
   EXPECT_CODE (gaspi_write_list (1, s, NULL, right, s, o, z, 0, GASPI_BLOCK),
                GASPI_ERR_NULLPTR);
+  gaspi_offset_t far[1] = { 4097 };
+  gaspi_size_t zero[1] = { 0 };
+  EXPECT_CODE (gaspi_write_list (1, s, o, right, s, far, zero, 0, GASPI_BLOCK),
+               GASPI_ERR_INV_REM_OFF);
 
   /* A full queue (depth 4 from gaspi_config_set), then room again. */
   for (int i = 0; i < 4; i++)
@@ -94,14 +141,18 @@ int main (void)
 
   /* Groups and collectives. */
   EXPECT_CODE (gaspi_barrier (7, GASPI_BLOCK), GASPI_ERR_INV_GROUP);
+  CHECK (gaspi_group_commit (GASPI_GROUP_ALL, GASPI_BLOCK)); /* as GPI-2 */
   EXPECT_CODE (gaspi_group_size (7, &n), GASPI_ERR_INV_GROUP);
   int x = 1, y;
   EXPECT_CODE (gaspi_allreduce (&x, &y, 0, GASPI_OP_SUM, GASPI_TYPE_INT,
                                 GASPI_GROUP_ALL, GASPI_BLOCK),
                GASPI_ERR_INV_NUM);
-  EXPECT_CODE (gaspi_allreduce (&x, &y, 100000, GASPI_OP_SUM, GASPI_TYPE_INT,
+  EXPECT_CODE (gaspi_allreduce (&x, &y, 256, GASPI_OP_SUM, GASPI_TYPE_INT,
                                 GASPI_GROUP_ALL, GASPI_BLOCK),
-               GASPI_ERR_INV_NUM);
+               GASPI_ERR_INV_NUM); /* above allreduce_elem_max */
+  /* Not pinned to NUMA nodes (GPI-2's gaspi_run -N): GASPI_ERR_ENV. */
+  gaspi_uchar socket;
+  EXPECT_CODE (gaspi_numa_socket (&socket), GASPI_ERR_ENV);
   EXPECT_CODE (gaspi_proc_kill (rank, GASPI_BLOCK), GASPI_ERR_INV_RANK);
   EXPECT_CODE (gaspi_proc_ping (num, GASPI_BLOCK), GASPI_ERR_INV_RANK);
   EXPECT_CODE (gaspi_connect (num, GASPI_BLOCK), GASPI_ERR_INV_RANK);

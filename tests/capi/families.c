@@ -23,9 +23,12 @@ static void configuration (void)
   c.queue_num = 17; /* more than GASPI's 16 queues */
   EXPECT_CODE (gaspi_config_set (c), GASPI_ERR_CONFIG);
   c.queue_num = 6;
+  c.allreduce_elem_max = 20000; /* more than one allreduce of the runtime */
+  c.group_max = 100;           /* more than the default 32 */
   CHECK (gaspi_config_set (c));
   CHECK (gaspi_config_get (&c));
   ASSERT (c.queue_num == 6 && c.notification_num == 4096);
+  ASSERT (c.allreduce_elem_max == 20000 && c.group_max == 100);
 }
 
 static void information (void)
@@ -48,11 +51,15 @@ static void information (void)
   CHECK (gaspi_transfer_size_max (&s));
   ASSERT (s == 1ul << 30);
   CHECK (gaspi_transfer_size_min (&s));
-  ASSERT (s == 1);
+  ASSERT (s == 0); /* size 0 is a valid transfer */
   CHECK (gaspi_passive_transfer_size_max (&s));
   ASSERT (s >= 1024);
   CHECK (gaspi_allreduce_elem_max (&n));
-  ASSERT (n >= 255);
+  ASSERT (n == 20000); /* from gaspi_config_set */
+  CHECK (gaspi_allreduce_buf_size (&s));
+  ASSERT (s == 160000);
+  CHECK (gaspi_group_max (&n));
+  ASSERT (n == 100);
   CHECK (gaspi_rw_list_elem_max (&n));
   ASSERT (n >= 255);
   gaspi_atomic_value_t amax;
@@ -77,8 +84,6 @@ static void information (void)
     CHECK (gaspi_proc_ping (r, 5000));
   CHECK (gaspi_connect ((rank + 1) % num, GASPI_BLOCK));
   CHECK (gaspi_disconnect ((rank + 1) % num, GASPI_BLOCK));
-  gaspi_uchar socket;
-  CHECK (gaspi_numa_socket (&socket));
   gaspi_delay ();
 }
 
@@ -104,6 +109,17 @@ static void segments (void)
   ASSERT (avail == 3);
   CHECK (gaspi_segment_size (1, rank, &size));
   ASSERT (size == 1 << 12);
+  /* Peers' sizes too, once they registered or created their segments
+     with us (the barrier above follows both). */
+  for (gaspi_rank_t r = 0; r < num; r++)
+    {
+      CHECK (gaspi_segment_size (0, r, &size));
+      ASSERT (size == 1 << 16);
+      CHECK (gaspi_segment_size (1, r, &size));
+      ASSERT (size == 1 << 12);
+    }
+  EXPECT_CODE (gaspi_segment_size (5, (rank + 1) % num, &size), GASPI_ERR_INV_SEG);
+  EXPECT_CODE (gaspi_segment_size (0, num, &size), GASPI_ERR_INV_RANK);
   gaspi_pointer_t p;
   CHECK (gaspi_segment_ptr (2, &p));
   ASSERT (p == (void *) user_memory);
@@ -340,6 +356,30 @@ static void collectives (void)
   CHECK (gaspi_allreduce (&calls, &total, 1, GASPI_OP_SUM, GASPI_TYPE_INT,
                           GASPI_GROUP_ALL, GASPI_BLOCK));
   ASSERT (total >= 1); /* the callback really ran */
+
+  /* 20000 elements (allreduce_elem_max from gaspi_config_set): more than
+     one allreduce of the runtime (8192), run in pieces; and in place. */
+  static long big[20000], bigr[20000];
+  for (int i = 0; i < 20000; i++)
+    big[i] = (long) i * (rank + 1);
+  CHECK (gaspi_allreduce (big, bigr, 20000, GASPI_OP_SUM, GASPI_TYPE_LONG,
+                          GASPI_GROUP_ALL, GASPI_BLOCK));
+  for (int i = 0; i < 20000; i++)
+    ASSERT (bigr[i] == (long) i * num * (num + 1) / 2);
+  CHECK (gaspi_allreduce (big, big, 20000, GASPI_OP_MAX, GASPI_TYPE_LONG,
+                          GASPI_GROUP_ALL, GASPI_BLOCK));
+  for (int i = 0; i < 20000; i++)
+    ASSERT (big[i] == (long) i * num);
+  static pair_t many[400], manyr[400];
+  for (int i = 0; i < 400; i++)
+    many[i] = (pair_t) { (double) ((i + rank) % num), rank };
+  CHECK (gaspi_allreduce_user (many, manyr, 400, sizeof (pair_t), max_pair,
+                               &calls, GASPI_GROUP_ALL, GASPI_BLOCK));
+  for (int i = 0; i < 400; i++)
+    ASSERT (manyr[i].value == num - 1.0 && manyr[i].rank == (num - 1 - i % num + num) % num);
+  EXPECT_CODE (gaspi_allreduce (big, bigr, 20001, GASPI_OP_SUM, GASPI_TYPE_LONG,
+                                GASPI_GROUP_ALL, GASPI_BLOCK),
+               GASPI_ERR_INV_NUM);
 }
 
 static void queues (void)

@@ -118,7 +118,7 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
         return skip("soname", "no nm on this machine");
     };
     let symbols = String::from_utf8_lossy(&out.stdout);
-    let headers = ["GASPI.h", "GASPI_Ext.h", "PGASPI.h"]
+    let headers = ["GASPI.h", "GASPI_Ext.h", "PGASPI.h", "GASPI_Threads.h"]
         .map(|h| std::fs::read_to_string(root().join("runtime/capi/include").join(h)).unwrap())
         .join("\n");
     // Declarations start a line with their return type.
@@ -135,9 +135,9 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
         .collect();
     assert!(declared.len() > 85, "{declared:?}");
     // PGASPI.h: a profiling name for every gaspi_ function but the variadic
-    // printf pair.
+    // printf pair and GASPI_Threads.h's (GPI-2 1.6 has none for those).
     for f in declared.iter().filter(|f| f.starts_with("gaspi_")) {
-        if !matches!(*f, "gaspi_printf" | "gaspi_printf_to") {
+        if !matches!(*f, "gaspi_printf" | "gaspi_printf_to") && !f.starts_with("gaspi_threads_") {
             let p = format!("p{f}");
             assert!(declared.contains(&p.as_str()), "{p} is not declared");
         }
@@ -158,6 +158,34 @@ fn the_library_carries_gpi2s_soname_and_every_header_function() {
 fn hello_in_c_runs_under_gaspi_run() {
     run_checked("hello_2", "hello", 2, "hello from rank");
     run_checked("hello_4", "hello", 4, "hello from rank");
+}
+
+#[test]
+fn a_malformed_gaspi_variable_fails_init_instead_of_splitting_the_job() {
+    let Some(p) = programs() else {
+        return skip("malformed_env", "no C compiler (cc) on this machine");
+    };
+    // Read with the defaults, these would start every process as a job of
+    // one rank (rank 0 of 1) that exits 0.
+    for (k, v) in [
+        ("GASPI_TRANSPORT", "bogus"),
+        ("GASPI_SEGMENT_SIZE_MAX", "xyz"),
+    ] {
+        let out = Job::new(&p.get("hello"), 2).env(k, v).run();
+        assert_ne!(out.code, 0, "{k}={v}: {}", out.dump());
+        assert_eq!(
+            out.stdout_lines_with("hello from rank"),
+            0,
+            "{}",
+            out.dump()
+        );
+        assert!(
+            out.stderr
+                .contains("gaspi_proc_init (GASPI_BLOCK) returned 5"),
+            "{k}={v}: init must fail with GASPI_ERR_CONFIG: {}",
+            out.dump()
+        );
+    }
 }
 
 #[test]

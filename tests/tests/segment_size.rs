@@ -248,7 +248,9 @@ mod through_the_api {
             let src = before[from][fo as usize..(fo + n) as usize].to_vec();
             want[to][t as usize..(t + n) as usize].copy_from_slice(&src);
         };
-        let transfer_ok = n >= 1 && fits(lo, n, SA) && fits(ro, n, SB);
+        // Size 0 is a valid transfer (decision 0030): it moves nothing, but
+        // its offsets are checked as for any size.
+        let transfer_ok = fits(lo, n, SA) && fits(ro, n, SB);
         let valid = ListElem::new(A, 0, B, 0, 16);
         let elem = ListElem::new(A, lo, B, ro, n);
         let notify_seg = |write: bool| if write { B } else { A };

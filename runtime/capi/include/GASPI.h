@@ -24,13 +24,17 @@ extern "C"
   /* The configuration gaspi_proc_init will use (the environment's
      GASPI_* variables, then what gaspi_config_set gave). */
   gaspi_return_t gaspi_config_get (gaspi_config_t * const config);
-  /* Before gaspi_proc_init only (GASPI_ERR_INITED after); out-of-range
-     values give GASPI_ERR_CONFIG. */
+  /* Before gaspi_proc_init only (GASPI_ERR_INITED after). What GPI-2 1.6
+     refuses gives GASPI_ERR_CONFIG (rw_list_elem_max above 255,
+     queue_size_max above 4096, ...), and a group_max above 256; nothing
+     of a refused configuration is kept. allreduce_elem_max is honoured
+     (above 8192 elements an allreduce runs in pieces). */
   gaspi_return_t gaspi_config_set (const gaspi_config_t new_config);
   /* 1.6: the GPI-2 version whose interface this library serves. */
   gaspi_return_t gaspi_version (float *version);
   /* Starts this rank under gaspi-run, srun, mpirun or alone (one rank).
-     timeout_ms bounds the wait for the other ranks. */
+     timeout_ms bounds the wait for the other ranks. A GASPI_* variable
+     that cannot be read gives GASPI_ERR_CONFIG. */
   gaspi_return_t gaspi_proc_init (const gaspi_timeout_t timeout_ms);
   /* Ends this rank's part; GASPI_TIMEOUT if another thread is still inside
      a call after timeout_ms. */
@@ -54,6 +58,7 @@ extern "C"
   gaspi_return_t gaspi_group_delete (const gaspi_group_t group);
   gaspi_return_t gaspi_group_add (const gaspi_group_t group,
                                   const gaspi_rank_t rank);
+  /* GASPI_GROUP_ALL is committed at init: committing it succeeds. */
   gaspi_return_t gaspi_group_commit (const gaspi_group_t group,
                                      const gaspi_timeout_t timeout_ms);
   gaspi_return_t gaspi_group_num (gaspi_number_t * const group_num);
@@ -115,7 +120,10 @@ extern "C"
   /* ---- one-sided communication ---- */
 
   /* The timeout of the posting calls bounds the wait for room in the
-     queue: a full queue gives GASPI_QUEUE_FULL at once, as in GPI-2. */
+     queue: a full queue gives GASPI_QUEUE_FULL at once, as in GPI-2.
+     A request takes one queue entry, its notification included (GPI-2
+     takes one more for a notification). size may be 0 (as GPI-2): nothing
+     moves, the other arguments are checked, a notification is delivered. */
   gaspi_return_t gaspi_write (const gaspi_segment_id_t segment_id_local,
                               const gaspi_offset_t offset_local,
                               const gaspi_rank_t rank,
@@ -224,11 +232,13 @@ extern "C"
                                const gaspi_notification_t notification_value,
                                const gaspi_queue_id_t queue,
                                const gaspi_timeout_t timeout_ms);
+  /* num 0: GASPI_SUCCESS at once, first_id not written (as GPI-2). */
   gaspi_return_t gaspi_notify_waitsome (const gaspi_segment_id_t segment_id_local,
                                         const gaspi_notification_id_t notification_begin,
                                         const gaspi_number_t num,
                                         gaspi_notification_id_t * const first_id,
                                         const gaspi_timeout_t timeout_ms);
+  /* A null old_notification_val discards the old value (as GPI-2). */
   gaspi_return_t gaspi_notify_reset (const gaspi_segment_id_t segment_id_local,
                                      const gaspi_notification_id_t notification_id,
                                      gaspi_notification_t * const old_notification_val);
@@ -292,6 +302,7 @@ extern "C"
   gaspi_return_t gaspi_queue_create (gaspi_queue_id_t * const queue,
                                      const gaspi_timeout_t timeout_ms);
   gaspi_return_t gaspi_queue_delete (const gaspi_queue_id_t queue);
+  /* 0: size 0 is a valid transfer, as in GPI-2. */
   gaspi_return_t gaspi_transfer_size_min (gaspi_size_t * const transfer_size_min);
   gaspi_return_t gaspi_transfer_size_max (gaspi_size_t * const transfer_size_max);
   gaspi_return_t gaspi_notification_num (gaspi_number_t * const notification_num);
@@ -308,7 +319,8 @@ extern "C"
   /* Nanoseconds of a monotonic clock; gaspi_cpu_frequency reports
      1000 MHz so that ticks / MHz gives microseconds, as with GPI-2. */
   gaspi_return_t gaspi_time_ticks (gaspi_cycles_t * const ticks);
-  /* Milliseconds since gaspi_proc_init. */
+  /* Milliseconds from a fixed origin (that of gaspi_time_ticks); works
+     before gaspi_proc_init too, as in GPI-2. */
   gaspi_return_t gaspi_time_get (gaspi_time_t * const wtime);
   /* *error_message gets a malloc'd copy of gaspi_error_str (free it). */
   gaspi_return_t gaspi_print_error (gaspi_return_t error_code,

@@ -25,8 +25,9 @@ extern "C"
   void gaspi_printf_to (gaspi_rank_t rank, const char *fmt, ...);
   /* Prints the CPUs this process may run on. */
   void gaspi_print_affinity_mask (void);
-  /* The NUMA node of the first CPU this process may run on (0 on a host
-     without NUMA information). */
+  /* GASPI_ERR_ENV unless the ranks were pinned to NUMA nodes
+     (GASPI_SET_NUMA_SOCKET=1, as GPI-2's gaspi_run -N sets); then the NUMA
+     node of the first CPU this process may run on. */
   gaspi_return_t gaspi_numa_socket (gaspi_uchar * const socket);
   /* Binds this process to the CPUs of NUMA node `socket`;
      GASPI_ERR_INV_NUM for a node this host does not have. */
@@ -36,8 +37,9 @@ extern "C"
   gaspi_return_t gaspi_proc_ping (const gaspi_rank_t rank, gaspi_timeout_t tout);
   /* The lowest segment id not in use on this rank. */
   gaspi_return_t gaspi_segment_avail_local (gaspi_segment_id_t * const avail_seg_id);
-  /* The size of a segment of this rank; for another rank's segment
-     GASPI_ERR_INV_RANK (gaspi-rs does not expose peers' sizes). */
+  /* The size of a segment of this rank, or of another rank's segment once
+     that rank registered it with this one or created it in a group with
+     it (GASPI_ERR_INV_SEG before). */
   gaspi_return_t gaspi_segment_size (const gaspi_segment_id_t segment_id,
                                      const gaspi_rank_t rank,
                                      gaspi_size_t * const size);

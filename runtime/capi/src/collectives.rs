@@ -5,6 +5,7 @@ use crate::{call, non_null, put, timeout_of, Code, Ret, Runtime};
 use gaspi::{Group, Rank, ReduceOp, Reducible};
 use std::cell::Cell;
 use std::ffi::c_void;
+use std::sync::{Mutex, PoisonError};
 
 fn group(g: gaspi_group_t) -> Group {
     Group(g.into())
@@ -22,7 +23,10 @@ pub unsafe extern "C" fn gaspi_group_create(g: *mut gaspi_group_t) -> gaspi_retu
 #[no_mangle]
 pub extern "C" fn gaspi_group_delete(g: gaspi_group_t) -> gaspi_return_t {
     call("gaspi_group_delete", |rt| {
-        Ok(rt.gaspi.group_delete(group(g))?)
+        rt.gaspi.group_delete(group(g))?;
+        // An allreduce it left unfinished ends with it.
+        unfinished().retain(|u| u.group != g);
+        Ok(())
     })
 }
 
@@ -39,6 +43,11 @@ pub extern "C" fn gaspi_group_commit(
     timeout_ms: gaspi_timeout_t,
 ) -> gaspi_return_t {
     call("gaspi_group_commit", |rt| {
+        // GASPI_GROUP_ALL is committed at init; committing it again
+        // succeeds, as in GPI-2.
+        if g == GASPI_GROUP_ALL {
+            return Ok(());
+        }
         Ok(rt.gaspi.group_commit(group(g), timeout_of(timeout_ms))?)
     })
 }
@@ -92,10 +101,79 @@ pub extern "C" fn gaspi_barrier(g: gaspi_group_t, timeout_ms: gaspi_timeout_t) -
     })
 }
 
+/// What identifies an allreduce call for resumption: typed (operation,
+/// datatype) or user-defined (element size), and the element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signature {
+    Typed {
+        op: gaspi_operation_t,
+        ty: gaspi_datatype_t,
+        num: gaspi_number_t,
+    },
+    User {
+        elem_size: gaspi_size_t,
+        num: gaspi_number_t,
+    },
+}
+
+/// An allreduce of a group whose piece `next` timed out: repeating the
+/// same call resumes there.
+struct Unfinished {
+    group: gaspi_group_t,
+    call: Signature,
+    next: usize,
+}
+
+/// The unfinished allreduces, at most one per group.
+static UNFINISHED: Mutex<Vec<Unfinished>> = Mutex::new(Vec::new());
+
+fn unfinished() -> std::sync::MutexGuard<'static, Vec<Unfinished>> {
+    UNFINISHED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs an allreduce of `pieces` consecutive pieces, `piece(i)` running
+/// piece `i` as one allreduce of the runtime (whose single allreduce takes
+/// at most `ALLREDUCE_ELEM_LIMIT` elements, fewer than a configured
+/// `allreduce_elem_max` may allow). Every member runs the same pieces in
+/// the same order. A piece that times out is remembered: the same call
+/// repeated resumes at that piece (the runtime resumes the piece itself);
+/// another allreduce of the group meanwhile gets `GASPI_ERR_ACTIVE_COLL`.
+fn in_pieces(
+    g: gaspi_group_t,
+    call: Signature,
+    pieces: usize,
+    mut piece: impl FnMut(usize) -> Ret,
+) -> Ret {
+    let first = match unfinished().iter().find(|u| u.group == g) {
+        Some(u) if u.call == call => u.next,
+        Some(_) => return Err(Code(GASPI_ERR_ACTIVE_COLL)),
+        None => 0,
+    };
+    for i in first..pieces {
+        if let Err(code) = piece(i) {
+            let mut u = unfinished();
+            u.retain(|u| u.group != g);
+            if code == Code(GASPI_TIMEOUT) {
+                u.push(Unfinished {
+                    group: g,
+                    call,
+                    next: i,
+                });
+            }
+            return Err(code);
+        }
+    }
+    if first > 0 {
+        unfinished().retain(|u| u.group != g);
+    }
+    Ok(())
+}
+
 /// `gaspi_allreduce` over elements of type `T`: copies in (the C buffers
-/// need not be aligned for `T`), reduces, copies out. The copies live on
-/// the stack (`num` is at most `ALLREDUCE_ELEM_MAX`, 2 KiB of 8-byte
-/// elements): no allocation per call.
+/// need not be aligned for `T`), reduces, copies out. Up to the default
+/// `ALLREDUCE_ELEM_MAX` (2 KiB of 8-byte elements) the copies live on the
+/// stack: no allocation per call; larger pieces (a configured
+/// `allreduce_elem_max`) on the heap.
 fn allreduce_as<T: Reducible>(
     rt: &Runtime,
     send: *const c_void,
@@ -107,9 +185,15 @@ fn allreduce_as<T: Reducible>(
 ) -> Ret {
     let send = send as *const T;
     let recv = recv as *mut T;
-    let mut input = [T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX];
-    let mut output = [T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX];
-    let (input, output) = (&mut input[..num], &mut output[..num]);
+    let mut on_stack = [[T::zeroed(); gaspi::ALLREDUCE_ELEM_MAX]; 2];
+    let mut on_heap = Vec::new();
+    let (input, output) = if num <= gaspi::ALLREDUCE_ELEM_MAX {
+        let [input, output] = &mut on_stack;
+        (&mut input[..num], &mut output[..num])
+    } else {
+        on_heap.resize(2 * num, T::zeroed());
+        on_heap.split_at_mut(num)
+    };
     for (i, x) in input.iter_mut().enumerate() {
         // SAFETY: buffer_send holds `num` elements of the datatype
         // (GASPI.h's contract), is not null (checked by the caller), and
@@ -139,7 +223,7 @@ pub unsafe extern "C" fn gaspi_allreduce(
     call("gaspi_allreduce", |rt| {
         non_null(buffer_send)?;
         non_null(buffer_receive)?;
-        if num == 0 || num > gaspi::ALLREDUCE_ELEM_MAX as gaspi_number_t {
+        if num == 0 || num > rt.allreduce_elem_max {
             return Err(Code(GASPI_ERR_INV_NUM));
         }
         let op = match operation {
@@ -148,22 +232,38 @@ pub unsafe extern "C" fn gaspi_allreduce(
             GASPI_OP_SUM => ReduceOp::Sum,
             _ => return Err(Code(GASPI_ERROR)),
         };
-        let (s, r, n, g, t) = (
-            buffer_send,
-            buffer_receive,
-            num as usize,
-            group(g),
-            timeout_ms,
-        );
-        match datatype {
-            GASPI_TYPE_INT => allreduce_as::<i32>(rt, s, r, n, op, g, t),
-            GASPI_TYPE_UINT => allreduce_as::<u32>(rt, s, r, n, op, g, t),
-            GASPI_TYPE_FLOAT => allreduce_as::<f32>(rt, s, r, n, op, g, t),
-            GASPI_TYPE_DOUBLE => allreduce_as::<f64>(rt, s, r, n, op, g, t),
-            GASPI_TYPE_LONG => allreduce_as::<i64>(rt, s, r, n, op, g, t),
-            GASPI_TYPE_ULONG => allreduce_as::<u64>(rt, s, r, n, op, g, t),
-            _ => Err(Code(GASPI_ERROR)),
-        }
+        let size = match datatype {
+            GASPI_TYPE_INT | GASPI_TYPE_UINT | GASPI_TYPE_FLOAT => 4,
+            GASPI_TYPE_DOUBLE | GASPI_TYPE_LONG | GASPI_TYPE_ULONG => 8,
+            _ => return Err(Code(GASPI_ERROR)),
+        };
+        let call = Signature::Typed {
+            op: operation,
+            ty: datatype,
+            num,
+        };
+        let per = rt.gaspi.config().allreduce_elem_max as usize;
+        let num = num as usize;
+        in_pieces(g, call, num.div_ceil(per), |i| {
+            let (first, n) = (i * per, per.min(num - i * per));
+            // SAFETY: both buffers hold `num` elements of the datatype
+            // (GASPI.h's contract) and first + n <= num.
+            let (s, r) = unsafe {
+                (
+                    (buffer_send as *const u8).add(first * size) as *const c_void,
+                    (buffer_receive as *mut u8).add(first * size) as *mut c_void,
+                )
+            };
+            let (g, t) = (group(g), timeout_ms);
+            match datatype {
+                GASPI_TYPE_INT => allreduce_as::<i32>(rt, s, r, n, op, g, t),
+                GASPI_TYPE_UINT => allreduce_as::<u32>(rt, s, r, n, op, g, t),
+                GASPI_TYPE_FLOAT => allreduce_as::<f32>(rt, s, r, n, op, g, t),
+                GASPI_TYPE_DOUBLE => allreduce_as::<f64>(rt, s, r, n, op, g, t),
+                GASPI_TYPE_LONG => allreduce_as::<i64>(rt, s, r, n, op, g, t),
+                _ => allreduce_as::<u64>(rt, s, r, n, op, g, t),
+            }
+        })
     })
 }
 
@@ -182,20 +282,68 @@ pub unsafe extern "C" fn gaspi_allreduce_user(
         non_null(buffer_send)?;
         non_null(buffer_receive)?;
         let reduce_fn = reduce_operation.ok_or(Code(GASPI_ERR_NULLPTR))?;
-        if num == 0 {
+        if num == 0 || num > rt.allreduce_elem_max {
             return Err(Code(GASPI_ERR_INV_NUM));
         }
-        if element_size == 0 {
+        // As GPI-2: at most allreduce_elem_max 8-byte elements' worth of
+        // bytes; and an element must fit one piece (the runtime's buffer).
+        if element_size == 0
+            || element_size > rt.gaspi.config().allreduce_elem_max as u64 * 8
+            || num as u64 * element_size > crate::process::allreduce_buf_size(rt.allreduce_elem_max)
+        {
             return Err(Code(GASPI_ERR_INV_SIZE));
         }
-        let bytes = (num as u64)
-            .checked_mul(element_size)
-            .filter(|&b| b <= gaspi::ALLREDUCE_BYTES_MAX as u64)
-            .ok_or(Code(GASPI_ERR_INV_SIZE))? as usize;
-        // SAFETY: buffer_send holds num * element_size bytes (GASPI.h's
-        // contract) and is not null; it is copied at once, so the receive
-        // buffer may be the same memory.
-        let input = unsafe { std::slice::from_raw_parts(buffer_send as *const u8, bytes) }.to_vec();
+        let elem = element_size as usize;
+        let piece_max = rt.gaspi.config().allreduce_elem_max as usize;
+        let per = piece_max.min(piece_max * 8 / elem);
+        let call = Signature::User {
+            elem_size: element_size,
+            num,
+        };
+        let num = num as usize;
+        in_pieces(g, call, num.div_ceil(per), |i| {
+            let (first, n) = (i * per, per.min(num - i * per));
+            // SAFETY: both buffers hold num * element_size bytes (GASPI.h's
+            // contract) and (first + n) * elem <= num * elem.
+            let (s, r) = unsafe {
+                (
+                    (buffer_send as *const u8).add(first * elem),
+                    (buffer_receive as *mut u8).add(first * elem),
+                )
+            };
+            let state = (reduce_fn, reduce_state, timeout_ms);
+            allreduce_user_piece(rt, s, r, n * elem, element_size, state, group(g))
+        })
+    })
+}
+
+/// The C reduction of `gaspi_allreduce_user`, known not to be null.
+type ReduceFn = unsafe extern "C" fn(
+    gaspi_pointer_t,
+    gaspi_pointer_t,
+    gaspi_pointer_t,
+    gaspi_reduce_state_t,
+    gaspi_number_t,
+    gaspi_size_t,
+    gaspi_timeout_t,
+) -> gaspi_return_t;
+
+/// One piece of `gaspi_allreduce_user`: `bytes` bytes at `send` reduced
+/// into `recv` with the C callback.
+fn allreduce_user_piece(
+    rt: &Runtime,
+    send: *const u8,
+    recv: *mut u8,
+    bytes: usize,
+    element_size: gaspi_size_t,
+    (reduce_fn, reduce_state, timeout_ms): (ReduceFn, gaspi_reduce_state_t, gaspi_timeout_t),
+    g: Group,
+) -> Ret {
+    {
+        // SAFETY: `send` holds `bytes` bytes (the caller's piece of
+        // buffer_send) and is not null; it is copied at once, so the
+        // receive buffer may be the same memory.
+        let input = unsafe { std::slice::from_raw_parts(send, bytes) }.to_vec();
         let mut output = vec![0u8; bytes];
         let failed: Cell<Option<gaspi_return_t>> = Cell::new(None);
         let elem = element_size as usize;
@@ -226,16 +374,71 @@ pub unsafe extern "C" fn gaspi_allreduce_user(
             &mut output,
             elem,
             &reduce,
-            group(g),
+            g,
             timeout_of(timeout_ms),
         )?;
         if let Some(code) = failed.get() {
             tracing::warn!("gaspi_allreduce_user: the reduction returned {code}");
             return Err(Code(code));
         }
-        // SAFETY: buffer_receive holds `bytes` bytes (GASPI.h) and is not
-        // null; `output` is this function's own buffer, so no overlap.
-        unsafe { std::ptr::copy_nonoverlapping(output.as_ptr(), buffer_receive as *mut u8, bytes) };
+        // SAFETY: `recv` holds `bytes` bytes (the caller's piece of
+        // buffer_receive) and is not null; `output` is this function's own
+        // buffer, so no overlap.
+        unsafe { std::ptr::copy_nonoverlapping(output.as_ptr(), recv, bytes) };
         Ok(())
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_piece_that_times_out_is_resumed_by_the_same_call_and_blocks_others() {
+        let call = Signature::Typed {
+            op: GASPI_OP_SUM,
+            ty: GASPI_TYPE_INT,
+            num: 30_000,
+        };
+        let other = Signature::Typed {
+            op: GASPI_OP_MAX,
+            ty: GASPI_TYPE_INT,
+            num: 30_000,
+        };
+        let g: gaspi_group_t = 200; // a group no other test uses
+        let mut ran = Vec::new();
+        // Pieces 0 and 1 complete, piece 2 times out.
+        let first = in_pieces(g, call, 4, |i| {
+            ran.push(i);
+            if i == 2 {
+                Err(Code(GASPI_TIMEOUT))
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(first, Err(Code(GASPI_TIMEOUT)));
+        assert_eq!(ran, [0, 1, 2]);
+        // Another allreduce of the group is refused, running nothing.
+        let refused = in_pieces(g, other, 4, |_| panic!("must not run"));
+        assert_eq!(refused, Err(Code(GASPI_ERR_ACTIVE_COLL)));
+        // The same call resumes at piece 2 and finishes.
+        ran.clear();
+        assert_eq!(
+            in_pieces(g, call, 4, |i| {
+                ran.push(i);
+                Ok(())
+            }),
+            Ok(())
+        );
+        assert_eq!(ran, [2, 3]);
+        // Done: the next call starts at piece 0; an error other than a
+        // timeout forgets the call.
+        ran.clear();
+        let failed = in_pieces(g, other, 4, |i| {
+            ran.push(i);
+            Err(Code(GASPI_ERROR))
+        });
+        assert_eq!((failed, ran.as_slice()), (Err(Code(GASPI_ERROR)), &[0][..]));
+        assert_eq!(in_pieces(g, call, 1, |_| Ok(())), Ok(()));
+    }
 }

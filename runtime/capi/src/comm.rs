@@ -261,10 +261,7 @@ pub unsafe extern "C" fn gaspi_segment_size(
 ) -> gaspi_return_t {
     call("gaspi_segment_size", |rt| {
         non_null(size)?;
-        if rank(r) != rt.gaspi.rank() {
-            return Err(Code(GASPI_ERR_INV_RANK));
-        }
-        put(size, rt.gaspi.segment_size(seg(segment_id))?)
+        put(size, rt.gaspi.segment_size_of(rank(r), seg(segment_id))?)
     })
 }
 
@@ -510,7 +507,13 @@ pub unsafe extern "C" fn gaspi_notify_waitsome(
     call("gaspi_notify_waitsome", |rt| {
         non_null(first_id)?;
         if num == 0 {
-            return Err(Code(GASPI_ERR_INV_NUM));
+            // As GPI-2: nothing to wait for, success at once (first_id is
+            // not written), once the segment and the range are checked.
+            rt.gaspi.segment_size(seg(segment_id_local))?;
+            if notification_begin > rt.gaspi.config().notification_num {
+                return Err(Code(GASPI_ERR_INV_NOTIF_ID));
+            }
+            return Ok(());
         }
         let id = rt.gaspi.notify_waitsome(
             seg(segment_id_local),
@@ -529,10 +532,13 @@ pub unsafe extern "C" fn gaspi_notify_reset(
     old_notification_val: *mut gaspi_notification_t,
 ) -> gaspi_return_t {
     call("gaspi_notify_reset", |rt| {
-        non_null(old_notification_val)?;
         let old = rt
             .gaspi
             .notify_reset(seg(segment_id_local), NotifyId(notification_id))?;
+        // A null old_notification_val discards the value, as in GPI-2.
+        if old_notification_val.is_null() {
+            return Ok(());
+        }
         put(old_notification_val, old)
     })
 }
@@ -751,7 +757,8 @@ query!(gaspi_queue_size_max, gaspi_number_t, |rt| rt
     .config()
     .queue_size_max);
 query!(gaspi_queue_max, gaspi_number_t, |rt| rt.gaspi.queue_max());
-query!(gaspi_transfer_size_min, gaspi_size_t, |_rt| 1);
+// 0: size 0 is a valid transfer (decision 0030), as GPI-2 reports it.
+query!(gaspi_transfer_size_min, gaspi_size_t, |_rt| 0);
 query!(gaspi_transfer_size_max, gaspi_size_t, |rt| rt
     .gaspi
     .config()
@@ -764,12 +771,11 @@ query!(gaspi_passive_transfer_size_min, gaspi_size_t, |_rt| 1);
 query!(gaspi_passive_transfer_size_max, gaspi_size_t, |_rt| {
     gaspi::PASSIVE_MAX
 });
-query!(gaspi_allreduce_buf_size, gaspi_size_t, |_rt| {
-    gaspi::ALLREDUCE_BYTES_MAX
+query!(gaspi_allreduce_buf_size, gaspi_size_t, |rt| {
+    crate::process::allreduce_buf_size(rt.allreduce_elem_max)
 });
-query!(gaspi_allreduce_elem_max, gaspi_number_t, |_rt| {
-    gaspi::ALLREDUCE_ELEM_MAX
-});
+query!(gaspi_allreduce_elem_max, gaspi_number_t, |rt| rt
+    .allreduce_elem_max);
 query!(gaspi_rw_list_elem_max, gaspi_number_t, |rt| rt
     .gaspi
     .config()

@@ -21,7 +21,7 @@ fn parse_cpulist(list: &str) -> Vec<usize> {
 }
 
 /// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
+pub(crate) fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid cpu_set_t of the size passed.
@@ -61,6 +61,13 @@ pub extern "C" fn gaspi_print_affinity_mask() {
 #[no_mangle]
 pub unsafe extern "C" fn gaspi_numa_socket(socket: *mut gaspi_uchar) -> gaspi_return_t {
     entry("gaspi_numa_socket", || {
+        // As GPI-2: an answer only when the launcher pinned the ranks to
+        // NUMA nodes (GPI-2's `gaspi_run -N` sets GASPI_SET_NUMA_SOCKET=1),
+        // GASPI_ERR_ENV otherwise.
+        if std::env::var("GASPI_SET_NUMA_SOCKET").ok().as_deref() != Some("1") {
+            tracing::debug!("gaspi_numa_socket: NUMA pinning was not requested");
+            return Err(Code(GASPI_ERR_ENV));
+        }
         let first = allowed_cpus().first().copied().unwrap_or(0);
         put(socket, node_of(first))
     })

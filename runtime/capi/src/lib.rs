@@ -25,7 +25,8 @@
 //! The modules follow GASPI.h's families: `process` (configuration, start,
 //! information, errors, statistics, time), `comm` (segments, one-sided
 //! calls, notifications, atomics, passive messages, queues), `collectives`
-//! (groups, barrier, allreduce), `ext` (GASPI_Ext.h's extras).
+//! (groups, barrier, allreduce), `ext` (GASPI_Ext.h's extras), `threads`
+//! (GASPI_Threads.h).
 
 // The library is named GPI2 (libGPI2.so), like GPI-2's, and the C types
 // keep their C names.
@@ -40,20 +41,22 @@ mod ext;
 mod pgaspi;
 mod printf;
 mod process;
+mod threads;
 pub mod types;
 
 use gaspi::{Error, Gaspi, Side, Timeout};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Mutex, PoisonError, RwLock};
-use std::time::Instant;
 pub use types::*;
 
 /// The running job of this process, between `gaspi_proc_init` and
 /// `gaspi_proc_term`.
 pub(crate) struct Runtime {
     pub(crate) gaspi: Gaspi,
-    /// When `gaspi_proc_init` returned (the origin of `gaspi_time_get`).
-    pub(crate) started: Instant,
+    /// `gaspi_config_t::allreduce_elem_max` as configured: the most
+    /// elements of `gaspi_allreduce` (larger than the runtime's single
+    /// allreduce, it runs in pieces: `collectives.rs`).
+    pub(crate) allreduce_elem_max: u32,
     /// Device contexts handed out by `gaspi_device_context`, kept alive
     /// (their request rings served) until `gaspi_proc_term`.
     pub(crate) devices: Mutex<Vec<gaspi::gpu::DeviceContext>>,

@@ -17,9 +17,19 @@ fn env_config() -> Config {
     Config::from_env().unwrap_or_default()
 }
 
+/// GPI-2 1.6's limits that `gaspi_config_set` enforces (its
+/// `GPI2_CONFIG.c`): a configuration GPI-2 refuses is refused here too.
+const QUEUE_SIZE_MAX_LIMIT: u32 = 4096;
+const TRANSFER_SIZE_MAX_LIMIT: u64 = 1 << 30;
+const PASSIVE_TRANSFER_SIZE_MAX_LIMIT: u32 = 65_535;
+const RW_LIST_ELEM_MAX_LIMIT: u32 = 255;
+/// Group ids are `gaspi_group_t`, one byte: at most 256 groups.
+const GROUP_MAX_LIMIT: u32 = 256;
+
 /// `config` as GPI-2's struct, with GPI-2 1.6's values for what this
-/// runtime does not use.
-fn c_config(config: &Config) -> gaspi_config_t {
+/// runtime does not use; `allreduce_elem_max` is the C interface's own
+/// setting (`gaspi_allreduce` runs larger reductions in pieces).
+fn c_config(config: &Config, allreduce_elem_max: u32) -> gaspi_config_t {
     gaspi_config_t {
         logger: 1,
         sn_port: 12121,
@@ -40,16 +50,29 @@ fn c_config(config: &Config) -> gaspi_config_t {
         notification_num: config.notification_num,
         passive_queue_size_max: config.queue_size_max,
         passive_transfer_size_max: gaspi::PASSIVE_MAX as gaspi_number_t,
-        allreduce_buf_size: gaspi::ALLREDUCE_BYTES_MAX as gaspi_size_t,
-        allreduce_elem_max: gaspi::ALLREDUCE_ELEM_MAX as gaspi_number_t,
+        allreduce_buf_size: allreduce_buf_size(allreduce_elem_max),
+        allreduce_elem_max,
         rw_list_elem_max: config.rw_list_elem_max,
         build_infrastructure: GASPI_TOPOLOGY_STATIC,
         user_defined: std::ptr::null_mut(),
     }
 }
 
-/// `base` with the fields of `c` that this runtime uses.
+/// `gaspi_allreduce_buf_size` for a configured `allreduce_elem_max`:
+/// room for that many 8-byte elements, as GPI-2 reports it.
+pub(crate) fn allreduce_buf_size(allreduce_elem_max: u32) -> gaspi_size_t {
+    allreduce_elem_max as gaspi_size_t * 8
+}
+
+/// The default `allreduce_elem_max` (GPI-2 1.6's, and the runtime's
+/// largest single allreduce).
+const ALLREDUCE_ELEM_MAX_DEFAULT: u32 = gaspi::ALLREDUCE_ELEM_MAX as u32;
+
+/// `base` with the fields of `c` that this runtime uses. The runtime's
+/// single allreduce takes up to `ALLREDUCE_ELEM_LIMIT` elements; a larger
+/// `allreduce_elem_max` is served in pieces of that size (`collectives.rs`).
 fn apply(mut base: Config, c: &gaspi_config_t) -> Config {
+    base.allreduce_elem_max = c.allreduce_elem_max.clamp(1, gaspi::ALLREDUCE_ELEM_LIMIT);
     base.queue_size_max = c.queue_size_max;
     base.queue_num = c.queue_num;
     base.group_max = c.group_max;
@@ -60,13 +83,73 @@ fn apply(mut base: Config, c: &gaspi_config_t) -> Config {
     base
 }
 
-/// The configuration init will use: the environment's, then `gaspi_config_set`'s.
-fn pending_config() -> Config {
+/// The configuration init will use: the environment's (an unreadable
+/// `GASPI_*` variable is an error, never a silent default), then
+/// `gaspi_config_set`'s; and the `allreduce_elem_max` to serve.
+fn pending_config() -> Result<(Config, u32), gaspi::Error> {
+    let env = Config::from_env()?;
     let pending = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
-    match &*pending {
-        Some(c) => apply(env_config(), c),
-        None => env_config(),
+    Ok(match &*pending {
+        Some(c) => (apply(env, c), c.allreduce_elem_max),
+        None => (env, ALLREDUCE_ELEM_MAX_DEFAULT),
+    })
+}
+
+/// The checks GPI-2 1.6's `gaspi_config_set` makes, with its limits, and
+/// the runtime's own bounds. `notification_num` 0 passes here, as in
+/// GPI-2, but `gaspi_proc_init` refuses it (a segment needs a word).
+fn check_config(c: &gaspi_config_t) -> Ret {
+    let bad = |what: String| {
+        tracing::debug!("gaspi_config_set: {what}");
+        Err(Code(GASPI_ERR_CONFIG))
+    };
+    if !(1024..=65536).contains(&c.sn_port) {
+        return bad(format!("sn_port {} is not in 1024..=65536", c.sn_port));
     }
+    if c.queue_size_max == 0 || c.queue_size_max > QUEUE_SIZE_MAX_LIMIT {
+        return bad(format!(
+            "queue_size_max {} is not in 1..={QUEUE_SIZE_MAX_LIMIT}",
+            c.queue_size_max
+        ));
+    }
+    if c.queue_num == 0 || c.queue_num > 16 {
+        return bad(format!("queue_num {} is not in 1..=16", c.queue_num));
+    }
+    if c.segment_max == 0 || c.segment_max > 255 {
+        return bad(format!("segment_max {} is not in 1..=255", c.segment_max));
+    }
+    if c.transfer_size_max > TRANSFER_SIZE_MAX_LIMIT {
+        return bad(format!(
+            "transfer_size_max {} is above {TRANSFER_SIZE_MAX_LIMIT}",
+            c.transfer_size_max
+        ));
+    }
+    if c.passive_transfer_size_max > PASSIVE_TRANSFER_SIZE_MAX_LIMIT {
+        return bad(format!(
+            "passive_transfer_size_max {} is above {PASSIVE_TRANSFER_SIZE_MAX_LIMIT}",
+            c.passive_transfer_size_max
+        ));
+    }
+    if c.rw_list_elem_max == 0 || c.rw_list_elem_max > RW_LIST_ELEM_MAX_LIMIT {
+        return bad(format!(
+            "rw_list_elem_max {} is not in 1..={RW_LIST_ELEM_MAX_LIMIT}",
+            c.rw_list_elem_max
+        ));
+    }
+    if c.group_max == 0 || c.group_max > GROUP_MAX_LIMIT {
+        return bad(format!(
+            "group_max {} is not in 1..={GROUP_MAX_LIMIT} (group ids are one byte)",
+            c.group_max
+        ));
+    }
+    if c.allreduce_elem_max == 0 {
+        return bad("allreduce_elem_max is 0".into());
+    }
+    // The runtime's own bounds (notification_num 0 is left to init).
+    let mut probe = apply(Config::default(), c);
+    probe.notification_num = probe.notification_num.max(1);
+    probe.validate()?;
+    Ok(())
 }
 
 fn initialized() -> bool {
@@ -82,12 +165,12 @@ pub unsafe extern "C" fn gaspi_config_get(config: *mut gaspi_config_t) -> gaspi_
         non_null(config)?;
         let slot = RUNTIME.read().unwrap_or_else(PoisonError::into_inner);
         let c = match &*slot {
-            Some(rt) => c_config(rt.gaspi.config()),
+            Some(rt) => c_config(rt.gaspi.config(), rt.allreduce_elem_max),
             None => {
                 let pending = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
                 match &*pending {
                     Some(c) => *c,
-                    None => c_config(&env_config()),
+                    None => c_config(&env_config(), ALLREDUCE_ELEM_MAX_DEFAULT),
                 }
             }
         };
@@ -101,10 +184,7 @@ pub extern "C" fn gaspi_config_set(new_config: gaspi_config_t) -> gaspi_return_t
         if initialized() {
             return Err(Code(GASPI_ERR_INITED));
         }
-        if new_config.queue_num == 0 || new_config.queue_num > 16 {
-            return Err(Code(GASPI_ERR_CONFIG));
-        }
-        apply(env_config(), &new_config).validate()?;
+        check_config(&new_config)?;
         *PENDING.lock().unwrap_or_else(PoisonError::into_inner) = Some(new_config);
         Ok(())
     })
@@ -123,15 +203,15 @@ pub extern "C" fn gaspi_proc_init(timeout_ms: gaspi_timeout_t) -> gaspi_return_t
         if slot.is_some() {
             return Err(Code(GASPI_ERR_INITED));
         }
-        let mut config = pending_config();
+        let (mut config, allreduce_elem_max) = pending_config()?;
         if timeout_ms != GASPI_BLOCK && timeout_ms != GASPI_TEST {
             config = config.init_timeout(Duration::from_millis(timeout_ms));
         }
         let gaspi = Gaspi::init(config)?;
         *slot = Some(Runtime {
             gaspi,
-            started: Instant::now(),
             devices: Mutex::new(Vec::new()),
+            allreduce_elem_max,
         });
         Ok(())
     })
@@ -266,8 +346,10 @@ pub unsafe extern "C" fn gaspi_cpu_frequency(cpu_mhz: *mut f32) -> gaspi_return_
 
 #[no_mangle]
 pub unsafe extern "C" fn gaspi_time_get(wtime: *mut gaspi_time_t) -> gaspi_return_t {
-    call("gaspi_time_get", |rt| {
-        put(wtime, rt.started.elapsed().as_secs_f32() * 1000.0)
+    // As in GPI-2, also before gaspi_proc_init: milliseconds from a fixed
+    // origin (that of gaspi_time_ticks, the process's first time call).
+    entry("gaspi_time_get", || {
+        put(wtime, epoch().elapsed().as_secs_f64() as f32 * 1000.0)
     })
 }
 

@@ -10,6 +10,8 @@ pub type gaspi_return_t = c_int;
 pub type gaspi_timeout_t = c_ulong;
 /// A rank.
 pub type gaspi_rank_t = c_ushort;
+/// `int` (thread ids and counts of `GASPI_Threads.h`).
+pub type gaspi_int = c_int;
 /// A group id.
 pub type gaspi_group_t = u8;
 /// A count.

@@ -18,15 +18,16 @@
 //! meanwhile is refused with `CollectiveInProgress`.
 
 use super::barrier::reached;
-use crate::context::{reduce_offset, reduce_word, Inner, SLOT, SYSTEM_SEG};
+use crate::context::{allreduce_slot, reduce_offset, reduce_word, Inner, SYSTEM_SEG};
 use crate::error::{Error, Result};
 use crate::types::{Group, Rank, Timeout};
 
-/// Most elements of an allreduce.
+/// Most elements of an allreduce by default (GPI-2's default
+/// `allreduce_elem_max`; see [`crate::Config::allreduce_elem_max`]).
 pub const ALLREDUCE_ELEM_MAX: usize = 255;
-/// Most bytes of an allreduce's buffer (255 doubles).
+/// Most bytes of an allreduce's buffer by default (255 doubles): 8 times
+/// the configured `allreduce_elem_max`.
 pub const ALLREDUCE_BYTES_MAX: usize = 255 * 8;
-const _: () = assert!(ALLREDUCE_BYTES_MAX <= SLOT);
 
 /// What identifies an allreduce call for resumption: operation, element
 /// type, element size, element count.
@@ -54,18 +55,20 @@ pub(crate) fn allreduce(
             what: "an allreduce",
         });
     }
-    if sig.count > ALLREDUCE_ELEM_MAX {
+    let elem_max = inner.config.allreduce_elem_max;
+    if sig.count > elem_max as usize {
         return Err(Error::TooManyElements {
             what: "an allreduce",
             count: sig.count,
-            max: ALLREDUCE_ELEM_MAX as u32,
+            max: elem_max,
         });
     }
     let bytes = sig.count * sig.elem_size;
-    if bytes > ALLREDUCE_BYTES_MAX || sig.elem_size == 0 {
+    let bytes_max = elem_max as usize * 8;
+    if bytes > bytes_max || sig.elem_size == 0 {
         return Err(Error::TooLarge {
             size: bytes as u64,
-            max: ALLREDUCE_BYTES_MAX as u64,
+            max: bytes_max as u64,
         });
     }
     if send.len() != bytes || recv.len() != bytes {
@@ -172,6 +175,7 @@ fn root(
     deadline: Option<std::time::Instant>,
 ) -> Result<()> {
     let (gmax, size) = (inner.config.group_max, inner.size);
+    let slot = allreduce_slot(inner.config.allreduce_elem_max);
     let n = members.len() as u32;
     let words: Vec<u32> = (1..n).map(|p| reduce_word(gmax, size, group, p)).collect();
     wait_word(inner, &words, epoch, members, &members[1..], deadline)?;
@@ -181,15 +185,15 @@ fn root(
     let acc = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut acc_words)[..len];
     acc.copy_from_slice(send);
     for p in 1..n {
-        let off = reduce_offset(size, group, p) as usize;
+        let off = reduce_offset(size, group, p, slot) as usize;
         // SAFETY: the slot lies inside the system segment's data (sized for
-        // group_max groups of size + 1 slots of SLOT >= len bytes); member p
+        // group_max groups of size + 1 slots of `slot` >= len bytes); member p
         // wrote it before the release store of its word we observed, and
         // writes the next contribution only after it has read our result.
         let other = unsafe { std::slice::from_raw_parts(inner.system.data().add(off), len) };
         reduce(acc, other);
     }
-    let off = reduce_offset(size, group, size);
+    let off = reduce_offset(size, group, size, slot);
     let word = reduce_word(gmax, size, group, size);
     for &m in &members[1..] {
         let sys = system_of(inner, m)?;
@@ -213,11 +217,12 @@ fn member(
     deadline: Option<std::time::Instant>,
 ) -> Result<()> {
     let (gmax, size) = (inner.config.group_max, inner.size);
+    let slot = allreduce_slot(inner.config.allreduce_elem_max);
     let root = members[0];
     if !sent {
         let sys = system_of(inner, root)?;
         sys.put(
-            reduce_offset(size, group, pos),
+            reduce_offset(size, group, pos, slot),
             send.as_ptr(),
             send.len(),
             crate::transport::Via::INTERNAL,
@@ -230,7 +235,7 @@ fn member(
     }
     let word = reduce_word(gmax, size, group, size);
     wait_word(inner, &[word], epoch, members, &[root], deadline)?;
-    let off = reduce_offset(size, group, size) as usize;
+    let off = reduce_offset(size, group, size, slot) as usize;
     // SAFETY: the result slot lies inside the system segment's data; the
     // root wrote it before the release store of the word we observed and
     // writes the next result only after our next contribution.
@@ -302,7 +307,9 @@ float_reducible!(f32 = 5, f64 = 6);
 
 impl crate::Gaspi {
     /// Reduces `send` of every member of `group` element-wise with `op` and
-    /// gives every member the result in `recv` (at most 255 elements). The
+    /// gives every member the result in `recv` (at most
+    /// [`Config::allreduce_elem_max`](crate::Config::allreduce_elem_max)
+    /// elements, 255 by default). The
     /// reduction runs in member order on the group's first member, so float
     /// results equal the sequential reduction in that order on every member.
     /// After a `Timeout`, calling it again with the same arguments resumes it.
@@ -342,8 +349,10 @@ impl crate::Gaspi {
     }
 
     /// Allreduce with a user reduction: `send` and `recv` hold
-    /// `send.len() / elem_size` elements of `elem_size` bytes (at most 255
-    /// elements and 2040 bytes); `reduce(acc, other)` must combine `other`
+    /// `send.len() / elem_size` elements of `elem_size` bytes (at most
+    /// [`Config::allreduce_elem_max`](crate::Config::allreduce_elem_max)
+    /// elements and 8 times as many bytes: 255 and 2040 by default);
+    /// `reduce(acc, other)` must combine `other`
     /// into `acc` (both whole buffers, 8-byte aligned). It is applied on the
     /// group's first member in member order.
     pub fn allreduce_user(

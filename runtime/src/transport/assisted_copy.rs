@@ -653,9 +653,11 @@ fn test_stall() {
 }
 
 /// Offset of the copy board in the system segment's data: after the
-/// allreduce slots (a multiple of their 2 KiB, so 64-byte aligned).
-pub(crate) fn board_offset(group_max: u32, size: u32) -> usize {
-    crate::context::system_data_size(group_max, size)
+/// allreduce slots (a multiple of their size, itself of 64 bytes, so
+/// 64-byte aligned).
+pub(crate) fn board_offset(config: &crate::Config, size: u32) -> usize {
+    let slot = crate::context::allreduce_slot(config.allreduce_elem_max);
+    crate::context::system_data_size(config.group_max, size, slot)
 }
 
 /// The spin work of this rank's waiters: helping with the copy posted on
@@ -689,7 +691,7 @@ impl gaspi_notify::SpinWork for CopyHelper {
 impl Inner {
     /// This rank's own copy board.
     fn own_board(&self) -> &CopyBoard {
-        let at = board_offset(self.config.group_max, self.size);
+        let at = board_offset(&self.config, self.size);
         // SAFETY: the system segment's data is allocated with BOARD_BYTES
         // after board_offset (context.rs), page-aligned plus a multiple of
         // 64, and lives as long as `self`; peers touch it only through
@@ -798,15 +800,11 @@ impl Inner {
             .as_ref()?
             .host()?;
         // SAFETY: the peer's system segment has its board at board_offset
-        // (same layout on every rank: group_max and size are the job's),
+        // (same layout on every rank: group_max, allreduce_elem_max and
+        // size are the job's),
         // mapped here as long as the snapshot `tables` holds the entry.
-        let board = unsafe {
-            CopyBoard::at(
-                system
-                    .data
-                    .add(board_offset(self.config.group_max, self.size)),
-            )
-        };
+        let board =
+            unsafe { CopyBoard::at(system.data.add(board_offset(&self.config, self.size))) };
         let job = CopyJob {
             src_rank: self.rank.0,
             src_seg: local.id.0,

@@ -5,6 +5,7 @@
 program ring
   use, intrinsic :: iso_c_binding
   use gaspi
+  use gaspi_ext ! also reached through gaspi: naming both must compile
   implicit none
   integer(c_short) :: rank, num, right, left, ranks(64)
   integer(c_int) :: round, id, v
@@ -12,8 +13,10 @@ program ring
   type(c_ptr) :: p
   real(c_double), target :: send(3), recv(3)
   integer(c_long) :: old
-  integer(c_signed_char) :: seg_local(2), seg_remote(2)
-  integer(c_long) :: off_local(2), off_remote(2), sizes(2)
+  integer(gaspi_segment_id_t), target :: seg_local(2), seg_remote(2)
+  integer(gaspi_offset_t), target :: off_local(2), off_remote(2)
+  integer(gaspi_size_t), target :: sizes(2)
+  integer(gaspi_size_t) :: peer_size
   integer(c_int) :: members
   integer(c_int), parameter :: words_n = 64
 
@@ -49,8 +52,9 @@ program ring
   off_local = [int(8 * 19, c_long), int(8 * 20, c_long)]
   off_remote = [int(8 * 30, c_long), int(8 * 31, c_long)]
   sizes = 8
-  call check(gaspi_write_list_notify(2, seg_local, off_local, right, seg_remote, off_remote, &
-       sizes, 0_c_signed_char, 1, 9, 0_c_signed_char, GASPI_BLOCK), "write_list_notify")
+  call check(gaspi_write_list_notify(2, c_loc(seg_local), c_loc(off_local), right, &
+       c_loc(seg_remote), c_loc(off_remote), c_loc(sizes), 0_c_signed_char, 1, 9, &
+       0_c_signed_char, GASPI_BLOCK), "write_list_notify")
   call check(gaspi_notify_waitsome(0_c_signed_char, 1, 1, id, 10000_c_long), "waitsome list")
   call check(gaspi_notify_reset(0_c_signed_char, 1, v), "reset list")
   call expect(v == 9, "list notification")
@@ -76,6 +80,11 @@ program ring
   call expect(members == num, "group size")
   call check(gaspi_group_ranks(GASPI_GROUP_ALL, ranks), "group_ranks")
   call expect(ranks(num) == num - 1, "group ranks")
+
+  ! A peer's segment size (GASPI_Ext.h), and a line through gaspi_printf.
+  call check(gaspi_segment_size(0_gaspi_segment_id_t, right, peer_size), "segment_size")
+  call expect(peer_size == 8 * words_n, "the right neighbour's segment size")
+  call gaspi_printf("fortran printf"//c_new_line//c_null_char)
 
   ! Bad input gets GPI-2's codes.
   call expect(gaspi_segment_bind(5_c_signed_char, c_null_ptr, 64_c_long, 0) == GASPI_ERR_NULLPTR, &
