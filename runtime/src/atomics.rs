@@ -41,11 +41,12 @@
 
 use crate::context::{Gaspi, Inner};
 use crate::control::Urgency;
-use crate::error::{Error, Result, Side};
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::AtomicOp;
+use crate::model::ids::{Rank, SegId, Timeout};
+use crate::model::stats::{Counter, Op};
 use crate::ops::lookup_remote;
-use crate::stats::{Counter, Op};
-use crate::types::{Rank, SegId, Timeout};
-use crate::wire::{AtomicOp, Message};
+use crate::wire::Message;
 use std::sync::Mutex;
 
 /// The most atomic requests kept for an identical call to adopt.

@@ -1,11 +1,12 @@
 //! The `Gaspi` context: start-up, the tables every call consults, shutdown.
 
 use crate::bootstrap::{self, Endpoint};
-use crate::config::Config;
-use crate::config::TransportChoice;
 use crate::control::{ControlOut, Offered, Urgency};
-use crate::error::{Error, Result};
 use crate::groups::GroupTable;
+use crate::model::config::Config;
+use crate::model::config::TransportChoice;
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Rank, RankState, SegId};
 use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
 use crate::segment::LocalSegment;
@@ -13,7 +14,6 @@ use crate::tables::SegmentTables;
 use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
-use crate::types::{Rank, RankState, SegId};
 use crate::waiter_progress::{WaitWork, WaiterProgress};
 use crate::wire::Message;
 use gaspi_segments::HostId;
@@ -91,7 +91,7 @@ pub(crate) struct Inner {
     /// call to adopt (`atomics.rs`, decision 0029).
     pub abandoned_atomics: crate::atomics::AbandonedAtomics,
     /// Calls, bytes and waiting time (see `stats.rs`).
-    pub stats: crate::stats::Stats,
+    pub stats: crate::model::stats::Stats,
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
     /// The device whose streams carry GPU copies (see `gpu/`).
@@ -396,7 +396,7 @@ impl Inner {
                 }
             }
             self.peer_ok(rank)?;
-            let nap = crate::types::nap(deadline, Duration::from_millis(50), op)?;
+            let nap = crate::model::error::nap(deadline, Duration::from_millis(50), op)?;
             control.wait_room(nap);
         }
     }
@@ -540,7 +540,7 @@ impl Inner {
                 return r.clone().map_err(|reason| Error::Refused { rank, reason });
             }
             self.peer_ok(rank)?;
-            let nap = crate::types::nap(deadline, Duration::from_millis(50), op)?;
+            let nap = crate::model::error::nap(deadline, Duration::from_millis(50), op)?;
             done = self
                 .replies
                 .cv
@@ -582,7 +582,7 @@ impl Inner {
         &self,
         owner: Rank,
         seg: usize,
-        desc: &crate::segment::SegmentDescriptor,
+        desc: &crate::model::descriptor::SegmentDescriptor,
     ) -> Result<()> {
         let transport = self.peers[owner.0 as usize]
             .transport
@@ -857,7 +857,7 @@ impl Gaspi {
             sweeps: Default::default(),
             failures: AtomicU64::new(0),
             abandoned_atomics: Default::default(),
-            stats: crate::stats::Stats::default(),
+            stats: crate::model::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
             gpu_home: Default::default(),
             owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),

@@ -34,7 +34,7 @@
 //! connection and knows whether a goodbye came first: the decision that a
 //! rank is gone is made in one place for every call (decision 0018).
 
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};

@@ -12,8 +12,8 @@
 //! group into a member that has not cleared yet.
 
 use crate::context::{Gaspi, Inner};
-use crate::error::{Error, Result};
-use crate::types::{Group, Rank, Timeout};
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Group, Rank, Timeout};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -320,7 +320,7 @@ fn wait_hashes(
         if !missing {
             return Ok(());
         }
-        let nap = crate::types::nap(deadline, Duration::from_millis(50), "group_commit")?;
+        let nap = crate::model::error::nap(deadline, Duration::from_millis(50), "group_commit")?;
         commits = table
             .commit_cv
             .wait_timeout(commits, nap)

@@ -42,23 +42,20 @@
 mod atomics;
 mod bootstrap;
 mod collectives;
-mod config;
 mod context;
 mod control;
-mod error;
 pub mod gpu;
 mod groups;
 mod lists;
 mod log_tally;
+mod model;
 mod ops;
 mod passive;
 mod progress;
 mod queue;
 mod segment;
-mod stats;
 mod tables;
 mod transport;
-mod types;
 mod waiter_progress;
 mod wire;
 
@@ -67,12 +64,7 @@ mod wire;
 use gaspi_launch as launcher;
 
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
-pub use config::{
-    Config, NotificationPlacement, TransportChoice, ALLREDUCE_ELEM_LIMIT, DEFAULT_PEER_TIMEOUT,
-    DEFAULT_SEGMENT_SIZE_MAX, LONG_SPIN, SEGMENT_SIZE_CEILING, SHORT_SPIN,
-};
 pub use context::Gaspi;
-pub use error::{Error, Result, Side};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for
 /// programs that launch their own kernels.
 pub use gaspi_gpu_kernels as kernels;
@@ -86,7 +78,13 @@ pub use gaspi_notify::gdrcopy;
 /// GPU contexts, memory and streams (`gaspi-segments`' GPU layer).
 pub use gaspi_segments::gpu as cuda;
 pub use lists::ListElem;
+pub use model::config::{
+    Config, NotificationPlacement, TransportChoice, ALLREDUCE_ELEM_LIMIT, DEFAULT_PEER_TIMEOUT,
+    DEFAULT_SEGMENT_SIZE_MAX, LONG_SPIN, SEGMENT_SIZE_CEILING, SHORT_SPIN,
+};
+pub use model::descriptor::{SegmentDescriptor, TransportKey};
+pub use model::error::{Error, Result, Side};
+pub use model::ids::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
+pub use model::stats::Statistics;
 pub use passive::PASSIVE_MAX;
-pub use segment::{Segment, SegmentDescriptor};
-pub use stats::Statistics;
-pub use types::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
+pub use segment::Segment;

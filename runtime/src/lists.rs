@@ -10,13 +10,13 @@
 //! 0 is checked like any other and moves nothing (decision 0030).
 
 use crate::context::Gaspi;
-use crate::error::{Error, Result, Side};
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::{NotifyId, Queue, Rank, SegId};
+use crate::model::stats::Op;
 use crate::ops::{check_notification, lookup_remote, RemoteEnd};
 use crate::segment::LocalSegment;
-use crate::stats::Op;
 use crate::tables::Tables;
 use crate::transport::{RemoteSegment, Via};
-use crate::types::{NotifyId, Queue, Rank, SegId};
 
 /// One element of a list operation: `size` bytes between a local range and
 /// a remote range (of the rank the list call names).
@@ -253,8 +253,8 @@ impl Gaspi {
             Ok(bytes) => {
                 q.touch(rank);
                 let counter = match dir {
-                    Dir::Write => crate::stats::Counter::BytesWritten,
-                    Dir::Read => crate::stats::Counter::BytesRead,
+                    Dir::Write => crate::model::stats::Counter::BytesWritten,
+                    Dir::Read => crate::model::stats::Counter::BytesRead,
                 };
                 inner.stats.call(op, counter, bytes);
                 Ok(())

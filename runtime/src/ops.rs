@@ -2,14 +2,15 @@
 //! queues, barrier. Every call checks all of its input before it sends or
 //! writes anything; transports are reached only with valid arguments.
 
-use crate::config::NotificationPlacement;
 use crate::context::{Gaspi, Inner};
-use crate::error::{Error, Result, Side};
-use crate::segment::{check_bounds, LocalSegment, Segment};
-use crate::stats::{Counter, Op};
+use crate::model::bounds::{check_bounds, check_segment_size, fits};
+use crate::model::config::NotificationPlacement;
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
+use crate::model::stats::{Counter, Op};
+use crate::segment::{LocalSegment, Segment};
 use crate::tables::{RemoteEntry, Tables};
 use crate::transport::{HostDirect, RemoteSegment, Via};
-use crate::types::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::wire::Message;
 use std::sync::Arc;
 
@@ -157,7 +158,7 @@ impl Inner {
             let src = unsafe { local.data().add(local_offset as usize) };
             // SAFETY: as just said.
             return unsafe { direct.put(src, to.offset, size as usize, notify) }
-                .map_err(notify_error);
+                .map_err(crate::model::error::notify_error);
         }
         if r.completes_later() {
             return self.put_network(q, local, local_offset, to, size, notify);
@@ -261,7 +262,10 @@ impl Inner {
         value: u32,
     ) -> Result<()> {
         if let Some(direct) = q.gpu.idle().then(|| to.segment.host_direct()).flatten() {
-            return direct.notifications.set(id, value).map_err(notify_error);
+            return direct
+                .notifications
+                .set(id, value)
+                .map_err(crate::model::error::notify_error);
         }
         if to.segment.completes_later() {
             return to.segment.notify(id, value, Via::queue(q));
@@ -481,24 +485,6 @@ impl Inner {
     }
 }
 
-/// Checks the size of a new segment against `max` (pure: see
-/// [`Inner::check_segment_size`]).
-pub(crate) fn check_segment_size(size: u64, max: u64) -> Result<()> {
-    if size == 0 {
-        return Err(Error::ZeroSize { what: "a segment" });
-    }
-    if size > max {
-        return Err(Error::SegmentTooLarge { size, max });
-    }
-    Ok(())
-}
-
-/// Whether `offset..offset+len` lies within `size` bytes (no overflow).
-#[inline]
-pub(crate) fn fits(offset: u64, len: u64, size: u64) -> bool {
-    offset.checked_add(len).is_some_and(|end| end <= size)
-}
-
 /// The short path of a put: both ends host memory that this process maps,
 /// and no GPU work of the queue in flight that a notification must follow.
 #[inline]
@@ -511,12 +497,6 @@ fn host_direct<'a>(
         return None;
     }
     r.host_direct()
-}
-
-/// A notification the caller checked was refused anyway: a bug, reported.
-#[cold]
-pub(crate) fn notify_error(e: gaspi_notify::NotifyError) -> Error {
-    Error::Protocol(e.to_string())
 }
 
 /// Looks up a remote segment in a table snapshot and checks a byte range.

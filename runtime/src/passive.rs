@@ -9,9 +9,9 @@
 //! condition variable, so it sleeps instead of spinning a core.
 
 use crate::context::Gaspi;
-use crate::error::{Error, Result, Side};
-use crate::stats::{Counter, Op};
-use crate::types::{Rank, SegId, Timeout};
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::{Rank, SegId, Timeout};
+use crate::model::stats::{Counter, Op};
 use crate::wire::Message;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -115,15 +115,18 @@ impl Gaspi {
             if let Some(m) = queue.pop_front() {
                 break m;
             }
-            let nap =
-                match crate::types::nap(deadline, Duration::from_millis(100), "passive_receive") {
-                    Ok(nap) => nap,
-                    Err(e) => {
-                        drop(queue);
-                        inner.stats.waited(t.elapsed());
-                        return Err(e);
-                    }
-                };
+            let nap = match crate::model::error::nap(
+                deadline,
+                Duration::from_millis(100),
+                "passive_receive",
+            ) {
+                Ok(nap) => nap,
+                Err(e) => {
+                    drop(queue);
+                    inner.stats.waited(t.elapsed());
+                    return Err(e);
+                }
+            };
             queue = inner
                 .passive
                 .cv

@@ -8,8 +8,8 @@
 //! request is complete when its post returns; `wait` then only settles the
 //! books. Asynchronous transports keep their completion counters here too.
 
-use crate::error::{Error, Result};
-use crate::types::{Queue, Rank};
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Queue, Rank};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// One queue's counters.
@@ -134,7 +134,8 @@ impl Outstanding {
                 self.busy.store(false, Ordering::Release);
                 return Err(e);
             }
-            let nap = crate::types::nap(deadline, std::time::Duration::from_millis(50), "wait")?;
+            let nap =
+                crate::model::error::nap(deadline, std::time::Duration::from_millis(50), "wait")?;
             self.sleepers.fetch_add(1, Ordering::Relaxed);
             s = self
                 .cv

@@ -14,117 +14,17 @@
 //! store: the *host-mapped* placement, which works on every machine (see
 //! `gpu/` for why the others are not the default).
 
-use crate::config::{NotificationPlacement, SEGMENT_SIZE_CEILING};
-use crate::error::{Error, Result, Side};
 use crate::gpu::device_words::{self, DeviceWords};
-use crate::types::{Rank, SegId};
+use crate::model::bounds::check_bounds;
+use crate::model::config::{NotificationPlacement, SEGMENT_SIZE_CEILING};
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::{Rank, SegId};
 use bytemuck::Pod;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
 use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream, HostRegistration};
 use gaspi_segments::{HostId, MemoryDescriptor, ProcessMemory, SharedMemory};
-use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// What a peer needs to reach a segment: its data and its notifications.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SegmentDescriptor {
-    /// Bytes of data.
-    pub size: u64,
-    /// Where the data lives.
-    pub data: MemoryDescriptor,
-    /// Offset of the data within `data`.
-    pub data_offset: u64,
-    /// Where the notification area lives.
-    pub notifications: MemoryDescriptor,
-    /// Offset of the notification area within `notifications`.
-    pub notifications_offset: u64,
-    /// Number of notification words.
-    pub notification_count: u32,
-    /// The owner's inbox for owner-executed copies (GPU segments only; see
-    /// `gpu/owner_copy.rs`); `None`: writers copy themselves.
-    #[serde(default)]
-    pub inbox: Option<MemoryDescriptor>,
-    /// GPU segments with the `device` placement: where the notification
-    /// words start in the data's allocation, counted from the data's first
-    /// byte (see `gpu/device_words.rs`); `None`: they are the words of the
-    /// area in `notifications`.
-    #[serde(default)]
-    pub device_words_offset: Option<u64>,
-    /// Which segment of its owner this is: a number no other segment of
-    /// the owner's process had, so a peer can tell a segment from one
-    /// deleted and created again under the same id (the target-assisted
-    /// copy checks it, `transport/assisted_copy.rs`).
-    #[serde(default)]
-    pub instance: u64,
-    /// Where the NIC reaches the segment, when its owner registered it
-    /// for RDMA (the `verbs` transport); `None` otherwise.
-    #[serde(default)]
-    pub rdma: Option<RdmaKeys>,
-}
-
-/// Addresses and remote keys of a segment registered for RDMA: its data
-/// (byte 0 at `data_addr`) and its notification area (the area's header at
-/// `words_addr`, word `i` at `words_addr + 128 + 4 i`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RdmaKeys {
-    /// Address of data byte 0 in the owner's process.
-    pub data_addr: u64,
-    /// Remote key of the data.
-    pub data_rkey: u32,
-    /// Address of the notification area in the owner's process.
-    pub words_addr: u64,
-    /// Remote key of the notification area.
-    pub words_rkey: u32,
-}
-
-impl SegmentDescriptor {
-    /// Checks a descriptor a peer sent before anything is mapped from it:
-    /// the size is 1..=[`SEGMENT_SIZE_CEILING`], the data
-    /// (`data_offset + size`), GPU notification words and notification
-    /// area lie inside the memory their descriptors name, all without
-    /// overflow. A peer's descriptor is never trusted: a size that wrapped
-    /// on its side would otherwise let this rank's writes (checked only
-    /// against `size`) land outside the mapping.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |what: String| Err(Error::Protocol(format!("segment descriptor: {what}")));
-        if self.size == 0 {
-            return bad("size 0".into());
-        }
-        if self.size > SEGMENT_SIZE_CEILING {
-            return Err(Error::SegmentTooLarge {
-                size: self.size,
-                max: SEGMENT_SIZE_CEILING,
-            });
-        }
-        if !crate::ops::fits(self.data_offset, self.size, self.data.len()) {
-            return bad(format!(
-                "data {}+{} outside its {} bytes",
-                self.data_offset,
-                self.size,
-                self.data.len()
-            ));
-        }
-        let area = NotificationArea::bytes_for(self.notification_count) as u64;
-        if !crate::ops::fits(self.notifications_offset, area, self.notifications.len()) {
-            return bad(format!(
-                "notification area {}+{area} outside its {} bytes",
-                self.notifications_offset,
-                self.notifications.len()
-            ));
-        }
-        if let Some(at) = self.device_words_offset {
-            let words = 4 * u64::from(self.notification_count);
-            let end = self.data_offset.checked_add(at);
-            if at < self.size || !end.is_some_and(|e| crate::ops::fits(e, words, self.data.len())) {
-                return bad(format!(
-                    "GPU notification words at {at} outside the data's {} bytes",
-                    self.data.len()
-                ));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// A fresh [`SegmentDescriptor::instance`] (never 0).
 fn next_instance() -> u64 {
@@ -197,7 +97,7 @@ pub(crate) fn gpu_layout(
 /// `size` bytes at `base`, or `None` when the range does not lie in it (or
 /// an address would wrap). Pure: the GPU copies' last bound check.
 pub(crate) fn device_range(base: DevicePtr, offset: u64, len: u64, size: u64) -> Option<DevicePtr> {
-    if !crate::ops::fits(offset, len, size) {
+    if !crate::model::bounds::fits(offset, len, size) {
         return None;
     }
     let start = base.checked_add(offset)?;
@@ -278,11 +178,14 @@ pub(crate) struct LocalSegment {
     registration: OnceLock<std::result::Result<HostRegistration, gpu::GpuError>>,
     /// Ranks this segment was registered with (they map it).
     known_by: Mutex<Vec<Rank>>,
-    /// The RDMA registration of the data and the words (feature `verbs`);
-    /// declared before `_storage`: it is deregistered before the memory
-    /// is unmapped (fields drop in declaration order).
-    #[cfg(feature = "verbs")]
-    pub rdma: Option<crate::transport::verbs::Registration>,
+    /// What transports registered of the segment at its creation (the
+    /// `verbs` transport: memory regions of the data and the words), each
+    /// read back only by the transport that made it
+    /// ([`LocalSegment::transport_registration`]). Declared before `_storage`: they
+    /// are deregistered before the memory is unmapped (fields drop in
+    /// declaration order).
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub registrations: Vec<Box<dyn std::any::Any + Send + Sync>>,
     _storage: Storage,
 }
 
@@ -296,6 +199,14 @@ unsafe impl Send for LocalSegment {}
 unsafe impl Sync for LocalSegment {}
 
 impl LocalSegment {
+    /// The registration of type `T` a transport made of this segment, if any.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub fn transport_registration<T: std::any::Any>(&self) -> Option<&T> {
+        self.registrations
+            .iter()
+            .find_map(|r| r.downcast_ref::<T>())
+    }
+
     /// Allocates a host segment of `size` bytes with `notification_count` words.
     pub fn alloc_host(
         id: SegId,
@@ -333,14 +244,13 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: None,
                 instance: next_instance(),
-                rdma: None,
+                keys: Vec::new(),
             },
             gpu: None,
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words: None,
-            #[cfg(feature = "verbs")]
-            rdma: None,
+            registrations: Vec::new(),
             _storage: Storage::Shared(shm),
         })
     }
@@ -422,7 +332,7 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: words_at.map(|at| at as u64),
                 instance: next_instance(),
-                rdma: None,
+                keys: Vec::new(),
             },
             gpu: Some(GpuData {
                 memory,
@@ -432,8 +342,7 @@ impl LocalSegment {
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words,
-            #[cfg(feature = "verbs")]
-            rdma: None,
+            registrations: Vec::new(),
             _storage: Storage::Gpu(shm),
         };
         // A kernel polls host-mapped words: register them now, not on
@@ -498,7 +407,7 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: None,
                 instance: next_instance(),
-                rdma: None,
+                keys: Vec::new(),
             },
             gpu: Some(GpuData {
                 memory,
@@ -508,8 +417,7 @@ impl LocalSegment {
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words: None,
-            #[cfg(feature = "verbs")]
-            rdma: None,
+            registrations: Vec::new(),
             _storage: Storage::Gpu(shm),
         };
         // A kernel polls the host-mapped words: register them now.
@@ -556,14 +464,13 @@ impl LocalSegment {
                 inbox: None,
                 device_words_offset: None,
                 instance: next_instance(),
-                rdma: None,
+                keys: Vec::new(),
             },
             gpu: None,
             registration: OnceLock::new(),
             known_by: Mutex::new(Vec::new()),
             device_words: None,
-            #[cfg(feature = "verbs")]
-            rdma: None,
+            registrations: Vec::new(),
             _storage: Storage::Bound(shm, owned),
         })
     }
@@ -658,7 +565,7 @@ impl LocalSegment {
     pub fn copy_in(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         match &self.gpu {
             None => {
-                debug_assert!(crate::ops::fits(
+                debug_assert!(crate::model::bounds::fits(
                     offset,
                     bytes.len() as u64,
                     self.size as u64
@@ -736,7 +643,7 @@ impl LocalSegment {
     /// Applies `op` to the u64 at `offset` of a GPU segment: read, apply,
     /// write back, serialised with the owner's other atomics on it (not
     /// with kernels' own atomics on the same word).
-    pub fn gpu_atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<u64> {
+    pub fn gpu_atomic(&self, offset: u64, op: crate::model::ids::AtomicOp) -> Result<u64> {
         let g = self.gpu.as_ref().expect("gpu_atomic on a GPU segment");
         let _serial = g.atomics.lock().unwrap_or_else(|p| p.into_inner());
         let mut word = [0u8; 8];
@@ -772,28 +679,6 @@ fn notification_memfd(
         unsafe { NotificationArea::from_raw(shm.as_ptr(), count, WakeMode::Futex) };
     notifications.set_spin(spin);
     Ok((shm, notifications))
-}
-
-/// Checks `offset..offset+len` against a segment of `seg_size` bytes.
-pub(crate) fn check_bounds(
-    side: Side,
-    rank: Rank,
-    seg: SegId,
-    offset: u64,
-    len: u64,
-    seg_size: u64,
-) -> Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= seg_size => Ok(()),
-        _ => Err(Error::OutOfBounds {
-            side,
-            rank,
-            seg,
-            offset,
-            end: offset.saturating_add(len),
-            seg_size,
-        }),
-    }
 }
 
 /// A handle to a segment of this rank.
@@ -915,7 +800,7 @@ mod tests {
     //! a segment size, an offset or a length (issue 15, point 5).
 
     use super::*;
-    use crate::ops::check_segment_size;
+    use crate::model::bounds::check_segment_size;
     use proptest::prelude::*;
 
     /// Sizes, offsets and lengths with the edges weighted in: small ones,
@@ -994,7 +879,7 @@ mod tests {
         #[test]
         fn a_range_is_in_bounds_exactly_when_it_fits_without_wrapping(offset in edgy(), len in edgy(), size in edgy()) {
             let fits = fits_u128(offset, len, size);
-            prop_assert_eq!(crate::ops::fits(offset, len, size), fits);
+            prop_assert_eq!(crate::model::bounds::fits(offset, len, size), fits);
             match check_bounds(Side::Remote, Rank(3), SegId(2), offset, len, size) {
                 Ok(()) => prop_assert!(fits),
                 Err(Error::OutOfBounds { side, rank, seg, offset: o, end, seg_size }) => {
@@ -1039,7 +924,7 @@ mod tests {
                 inbox: None,
                 device_words_offset: words,
                 instance: 1,
-                rdma: None,
+                keys: Vec::new(),
             };
             let area = NotificationArea::bytes_for(count) as u64;
             let ok = (1..=SEGMENT_SIZE_CEILING).contains(&size)

@@ -5,8 +5,9 @@
 //! segment registration, replies, health, orderly goodbye. Data never goes
 //! here on the shared-memory transport.
 
-use crate::error::{Error, Result};
-use crate::segment::SegmentDescriptor;
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
+use crate::model::ids::AtomicOp;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::io::{Read, Write};
 
@@ -106,31 +107,6 @@ pub(crate) enum Message {
     /// the kernel measures a peer's silence from the moment it began
     /// (decision 0033). Dropped by the receiver.
     Heartbeat,
-}
-
-/// A read-modify-write on a u64 of a segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub(crate) enum AtomicOp {
-    /// Add (wrapping).
-    FetchAdd(u64),
-    /// Store `new` if the word equals `comparator`.
-    CompareSwap { comparator: u64, new: u64 },
-}
-
-impl AtomicOp {
-    /// Applies the operation to `word` (sequentially consistent) and
-    /// returns the old value.
-    pub fn apply(self, word: &std::sync::atomic::AtomicU64) -> u64 {
-        use std::sync::atomic::Ordering::SeqCst;
-        match self {
-            AtomicOp::FetchAdd(v) => word.fetch_add(v, SeqCst),
-            AtomicOp::CompareSwap { comparator, new } => {
-                match word.compare_exchange(comparator, new, SeqCst, SeqCst) {
-                    Ok(old) | Err(old) => old,
-                }
-            }
-        }
-    }
 }
 
 /// Encodes `msg` as one frame.

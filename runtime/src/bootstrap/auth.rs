@@ -6,7 +6,7 @@
 //! on one connection is useless on the next (new nonce). The key itself
 //! never crosses the wire.
 
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
 use crate::wire::{read_frame, write_frame};
 use hmac::{Hmac, Mac};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};

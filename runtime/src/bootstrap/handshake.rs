@@ -10,7 +10,7 @@
 //! and acceptance goes on meanwhile.
 
 use super::auth;
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
 use serde::de::DeserializeOwned;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};

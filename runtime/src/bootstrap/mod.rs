@@ -28,8 +28,8 @@ pub(crate) mod handshake;
 
 pub(crate) use gaspi_launch::LaunchInfo;
 
-use crate::error::{Error, Result};
-use crate::segment::SegmentDescriptor;
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
 use crate::wire::{read_frame, write_frame};
 use gaspi_segments::HostId;
 pub(crate) use handshake::Pending;

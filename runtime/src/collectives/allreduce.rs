@@ -19,15 +19,10 @@
 
 use super::barrier::reached;
 use crate::context::{allreduce_slot, reduce_offset, reduce_word, Inner, SYSTEM_SEG};
-use crate::error::{Error, Result};
-use crate::types::{Group, Rank, Timeout};
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Group, Rank, Timeout};
 
-/// Most elements of an allreduce by default (GPI-2's default
-/// `allreduce_elem_max`; see [`crate::Config::allreduce_elem_max`]).
-pub const ALLREDUCE_ELEM_MAX: usize = 255;
-/// Most bytes of an allreduce's buffer by default (255 doubles): 8 times
-/// the configured `allreduce_elem_max`.
-pub const ALLREDUCE_BYTES_MAX: usize = 255 * 8;
+pub use crate::model::config::{ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 
 /// What identifies an allreduce call for resumption: operation, element
 /// type, element size, element count.
@@ -394,7 +389,11 @@ impl crate::Gaspi {
         timeout: Timeout,
     ) -> Result<()> {
         let stats = &self.inner.stats;
-        stats.call(crate::stats::Op::Allreduce, crate::stats::Counter::None, 0);
+        stats.call(
+            crate::model::stats::Op::Allreduce,
+            crate::model::stats::Counter::None,
+            0,
+        );
         let t = std::time::Instant::now();
         let r = allreduce(&self.inner, send, recv, sig, reduce, group, timeout);
         stats.waited(t.elapsed());

@@ -9,8 +9,8 @@
 //! stores never race.
 
 use crate::context::{Inner, SYSTEM_SEG};
-use crate::error::{Error, Result};
-use crate::types::{Group, Rank, Timeout};
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Group, Rank, Timeout};
 
 /// True when `seen` is epoch `want` or a later one.
 pub(crate) fn reached(seen: u32, want: u32) -> bool {

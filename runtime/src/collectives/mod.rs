@@ -14,8 +14,8 @@ pub(crate) mod allreduce;
 pub(crate) mod barrier;
 
 use crate::context::Inner;
-use crate::error::Error;
-use crate::types::Rank;
+use crate::model::error::Error;
+use crate::model::ids::Rank;
 
 /// How long a failing collective waits for the progress engine to read
 /// every connection (it never blocks: milliseconds).

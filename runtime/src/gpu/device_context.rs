@@ -29,11 +29,11 @@
 
 use super::QueueStream;
 use crate::context::Inner;
-use crate::error::{Error, Result, Side};
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::{NotifyId, Rank, SegId};
 use crate::ops::{check_notification, lookup_remote};
 use crate::tables::Tables;
 use crate::transport::Via;
-use crate::types::{NotifyId, Rank, SegId};
 use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};
 use gaspi_segments::gpu::{self, GpuContext, GpuMemory, PinnedHostMemory};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -49,7 +49,7 @@
 //! peers keep going through the owner's inbox, whose thread uses the
 //! mapping when nothing is pending before the notification.
 
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
 use gaspi_notify::gdrcopy::{Gdr, GdrError, GdrMapping};
 use gaspi_segments::gpu::{self, DevicePtr, GpuError, GpuStream, PinnedHostMemory};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -34,10 +34,10 @@ pub(crate) mod owner_copy;
 pub use device_context::{DeviceContext, DeviceContextOptions, RingActivity};
 
 use crate::context::Inner;
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
+use crate::model::ids::Rank;
 use crate::segment::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
-use crate::types::Rank;
 use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};

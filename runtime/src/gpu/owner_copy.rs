@@ -36,10 +36,10 @@
 //! marks the rank), never a hang.
 
 use crate::context::Inner;
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Rank, SegId};
 use crate::ops::lookup_remote;
 use crate::segment::LocalSegment;
-use crate::types::{Rank, SegId};
 use gaspi_segments::gpu::{self, DevicePtr, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, SharedMemory};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -412,8 +412,11 @@ impl Inner {
         notify: Option<(u32, u32)>,
     ) -> Result<u32> {
         if kind != Kind::Notify {
-            self.stats
-                .call(crate::stats::Op::OwnerCopy, crate::stats::Counter::None, 0);
+            self.stats.call(
+                crate::model::stats::Op::OwnerCopy,
+                crate::model::stats::Counter::None,
+                0,
+            );
         }
         let (notify_id, notify_value) = notify.unwrap_or((0, 0));
         lane.post(
@@ -637,7 +640,12 @@ fn serve_entry(
     match e.kind {
         k if k == Kind::Put as u32 || k == Kind::Get as u32 => {
             if own
-                .check(crate::error::Side::Local, inner.rank, e.owner_offset, e.len)
+                .check(
+                    crate::model::error::Side::Local,
+                    inner.rank,
+                    e.owner_offset,
+                    e.len,
+                )
                 .is_err()
             {
                 return Err(4);

@@ -111,8 +111,9 @@
 //! writes from shared-memory segments of at least that many bytes.
 
 use crate::context::{Inner, SYSTEM_SEG};
-use crate::error::Result;
-use crate::ops::{fits, RemoteEnd};
+use crate::model::bounds::fits;
+use crate::model::error::Result;
+use crate::ops::RemoteEnd;
 use crate::segment::LocalSegment;
 use crate::transport::HostDirect;
 use std::mem::MaybeUninit;
@@ -164,7 +165,7 @@ pub(crate) struct CopyJob {
     pub src_rank: u32,
     /// The writer's segment holding the source.
     pub src_seg: u8,
-    /// [`crate::segment::SegmentDescriptor::instance`] of that segment.
+    /// [`crate::model::descriptor::SegmentDescriptor::instance`] of that segment.
     pub src_instance: u64,
     /// First source byte within the segment's data.
     pub src_offset: u64,
@@ -839,7 +840,7 @@ impl Inner {
                 (Finished::Complete, Some((id, value))) => direct
                     .notifications
                     .set(id, value)
-                    .map_err(crate::ops::notify_error),
+                    .map_err(crate::model::error::notify_error),
                 // Set by the target's last late helper (see `take_back`).
                 (Finished::HandedOver, _) | (_, None) => Ok(()),
             }

@@ -16,8 +16,9 @@
 //! driver refuses to open an IPC handle in the process that exported it.
 
 use super::{GpuView, RemoteSegment};
-use crate::error::{Error, Result};
-use crate::segment::{LocalSegment, SegmentDescriptor};
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
+use crate::segment::LocalSegment;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
 use gaspi_segments::gpu::{self, DevicePtr, GpuError, GpuIpcMapping, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping};
@@ -200,7 +201,7 @@ impl RemoteSegment for CudaIpcSegment {
         self.device_words_offset.is_some()
     }
 
-    fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+    fn atomic(&self, _offset: u64, _op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         // No CPU atomic reaches GPU memory: the owner applies it.
         Ok(None)
     }
@@ -293,7 +294,7 @@ impl RemoteSegment for OwnGpuSegment {
         self.0.device_words.is_some()
     }
 
-    fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+    fn atomic(&self, _offset: u64, _op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         Ok(None)
     }
 

@@ -39,9 +39,9 @@ pub(crate) mod tcp;
 #[cfg(feature = "verbs")]
 pub(crate) mod verbs;
 
-use crate::error::Result;
-use crate::segment::SegmentDescriptor;
-use crate::types::Rank;
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::Result;
+use crate::model::ids::Rank;
 use gaspi_segments::gpu::DevicePtr;
 use std::sync::{Arc, OnceLock};
 
@@ -235,13 +235,13 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     ) -> Result<()> {
         seg.notifications
             .set(id, value)
-            .map_err(|e| crate::error::Error::Protocol(format!("read notification: {e}")))
+            .map_err(|e| crate::model::error::Error::Protocol(format!("read notification: {e}")))
     }
     /// Applies `op` to the u64 at `offset` (8-byte aligned and in bounds,
     /// checked by the caller) with a hardware atomic and returns its old
     /// value; `Ok(None)` when this transport cannot reach the word with one
     /// from here, and the owner must apply it (see `atomics.rs`).
-    fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>>;
+    fn atomic(&self, offset: u64, op: crate::model::ids::AtomicOp) -> Result<Option<u64>>;
     /// The segment as host memory mapped here, when this transport reaches
     /// it that way (shared memory): then a put is a copy and a notify a
     /// store, with the same effect as `put` and `notify`.

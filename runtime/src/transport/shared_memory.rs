@@ -9,9 +9,9 @@
 //! (`assisted_copy.rs`, decision 0014).
 
 use super::{GpuView, HostDirect, RemoteSegment, Transport};
-use crate::error::{Error, Result};
-use crate::segment::SegmentDescriptor;
-use crate::types::Rank;
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
+use crate::model::ids::Rank;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
 use gaspi_segments::gpu::{GpuError, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, ProcessMemory};
@@ -154,7 +154,7 @@ impl RemoteSegment for SharedMemorySegment {
         }
     }
 
-    fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+    fn atomic(&self, offset: u64, op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         match &self.data {
             Data::Mapped { ptr } => {
                 // SAFETY: the caller checked offset + 8 <= size and that
@@ -177,7 +177,7 @@ impl RemoteSegment for SharedMemorySegment {
         // The release store inside `set` orders it after the copies above.
         self.notifications
             .set(id, value)
-            .map_err(|e| crate::error::Error::Protocol(e.to_string()))
+            .map_err(|e| crate::model::error::Error::Protocol(e.to_string()))
     }
 
     fn host_direct(&self) -> Option<HostDirect<'_>> {

@@ -43,9 +43,10 @@ pub(crate) mod serve;
 use super::{GpuView, RemoteSegment, Transport, Via};
 use crate::context::Inner;
 use crate::control::{Keep, Urgency};
-use crate::error::{Error, Result};
-use crate::segment::{LocalSegment, SegmentDescriptor};
-use crate::types::Rank;
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
+use crate::model::ids::Rank;
+use crate::segment::LocalSegment;
 use crate::wire::Message;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -349,7 +350,7 @@ impl RemoteSegment for TcpSegment {
         sent
     }
 
-    fn atomic(&self, _offset: u64, _op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+    fn atomic(&self, _offset: u64, _op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         // The owner applies it (`Message::Atomic`, see `atomics.rs`).
         Ok(None)
     }

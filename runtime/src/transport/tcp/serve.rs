@@ -15,9 +15,9 @@
 use super::PostedRead;
 use crate::context::Inner;
 use crate::control::Urgency;
-use crate::error::Error;
+use crate::model::error::Error;
+use crate::model::ids::Rank;
 use crate::transport::{RemoteSegment, Via};
-use crate::types::Rank;
 use crate::wire::Message;
 use crate::wire::PutRef;
 use std::sync::Arc;

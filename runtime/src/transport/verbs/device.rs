@@ -11,7 +11,7 @@
 //! [`QueuePair`] hold an `Arc<Device>`, so the protection domain and the
 //! context outlive every object made from them.
 
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
 use rdma_sys::*;
 use std::ffi::CStr;
 use std::os::raw::c_int;

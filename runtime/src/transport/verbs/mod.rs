@@ -66,9 +66,10 @@ mod device;
 use super::{GpuView, RemoteSegment, Transport, Via};
 use crate::bootstrap::VerbsEndpoint;
 use crate::context::Inner;
-use crate::error::{Error, Result};
-use crate::segment::{LocalSegment, RdmaKeys, SegmentDescriptor};
-use crate::types::{Rank, RankState};
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Rank, RankState};
+use crate::segment::LocalSegment;
 use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -77,6 +78,41 @@ use std::time::Duration;
 
 /// Largest piece of one RDMA WRITE or READ (the verbs limit is 2 GiB).
 const PIECE: usize = 1 << 30;
+
+/// Addresses and remote keys of a segment registered for RDMA: its data
+/// (byte 0 at `data_addr`) and its notification area (the area's header at
+/// `words_addr`, word `i` at `words_addr + 128 + 4 i`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct RdmaKeys {
+    /// Address of data byte 0 in the owner's process.
+    pub data_addr: u64,
+    /// Remote key of the data.
+    pub data_rkey: u32,
+    /// Address of the notification area in the owner's process.
+    pub words_addr: u64,
+    /// Remote key of the notification area.
+    pub words_rkey: u32,
+}
+
+impl RdmaKeys {
+    /// Packs the keys into a descriptor's opaque key bytes.
+    fn pack(&self) -> Result<Vec<u8>> {
+        bincode::serialize(self).map_err(|e| Error::Protocol(format!("verbs key: {e}")))
+    }
+
+    /// The keys packed into `desc` by the owner's verbs transport, if it
+    /// registered the segment.
+    fn unpack(desc: &SegmentDescriptor) -> Result<Option<RdmaKeys>> {
+        desc.key(NAME)
+            .map(|b| {
+                bincode::deserialize(b).map_err(|e| Error::Protocol(format!("verbs key: {e}")))
+            })
+            .transpose()
+    }
+}
+
+/// This transport's name in logs, keys and endpoints.
+const NAME: &str = "verbs";
 
 /// A host segment's registration: its data and its notification words.
 #[derive(Debug)]
@@ -307,8 +343,8 @@ impl VerbsTransport {
         // for the segment's life.
         let words = unsafe { MemoryRegion::register(dev, seg.notifications.base(), words_len)? };
         let reg = Registration { data, words };
-        seg.descriptor.rdma = Some(reg.keys());
-        seg.rdma = Some(reg);
+        seg.descriptor.set_key(NAME, reg.keys().pack()?);
+        seg.registrations.push(Box::new(reg));
         seg.notifications.mark_silent_writer();
         Ok(())
     }
@@ -517,7 +553,7 @@ impl Transport for VerbsTransport {
         desc: &SegmentDescriptor,
         home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>> {
-        let Some(keys) = desc.rdma else {
+        let Some(keys) = RdmaKeys::unpack(desc)? else {
             // Not registered for RDMA (a GPU segment): its owner's engine
             // serves it over the control connection, as TCP does.
             let tcp = self.fallback.get().ok_or_else(|| Error::NoTransport {
@@ -626,7 +662,7 @@ impl RemoteSegment for VerbsSegment {
             (Some(_), Ok(seg)) => seg,
             _ => return self.put_notify(offset, src, len, notify, via),
         };
-        let Some(reg) = &seg.rdma else {
+        let Some(reg) = seg.transport_registration::<Registration>() else {
             return self.put_notify(offset, src, len, notify, via);
         };
         let (base, at) = (reg.data.addr(), src as u64);
@@ -721,7 +757,7 @@ impl RemoteSegment for VerbsSegment {
         len: usize,
         via: Via<'_>,
     ) -> Result<()> {
-        let Some(reg) = &into.rdma else {
+        let Some(reg) = into.transport_registration::<Registration>() else {
             // Not registered (GPU memory): read through a staging copy now.
             // SAFETY: the caller checked the range against `into`.
             let dst = unsafe { into.data().add(into_offset as usize) };
@@ -754,7 +790,7 @@ impl RemoteSegment for VerbsSegment {
         let s = &self.shared;
         let (one_addr, one_rkey) =
             s.peer_one.lock().unwrap_or_else(|e| e.into_inner())[self.owner.0 as usize];
-        match &seg.rdma {
+        match seg.transport_registration::<Registration>() {
             // GPI-2's way: the NIC reads the owner's constant 1 into the
             // local word, after the data READs before it on this QP.
             Some(reg) if value == 1 => {
@@ -793,7 +829,7 @@ impl RemoteSegment for VerbsSegment {
         }
     }
 
-    fn atomic(&self, offset: u64, op: crate::wire::AtomicOp) -> Result<Option<u64>> {
+    fn atomic(&self, offset: u64, op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         if !self.shared.nic_atomics {
             // The owner applies it (`Message::Atomic`, see `atomics.rs`).
             return Ok(None);
@@ -801,8 +837,8 @@ impl RemoteSegment for VerbsSegment {
         let remote = self.keys.data_addr + offset;
         let rkey = self.keys.data_rkey;
         let (compare_add, swap) = match op {
-            crate::wire::AtomicOp::FetchAdd(v) => (v, None),
-            crate::wire::AtomicOp::CompareSwap { comparator, new } => (comparator, Some(new)),
+            crate::model::ids::AtomicOp::FetchAdd(v) => (v, None),
+            crate::model::ids::AtomicOp::CompareSwap { comparator, new } => (comparator, Some(new)),
         };
         let buf = self
             .shared

@@ -70,24 +70,6 @@ impl Timeout {
     }
 }
 
-/// How long a wait loop may sleep before it looks again: at most `max`,
-/// never past `deadline`; `Err(Timeout { op })` once the deadline has
-/// passed. Every blocking loop of the runtime naps through this, so none
-/// overshoots its timeout by more than one wake-up.
-pub(crate) fn nap(
-    deadline: Option<Instant>,
-    max: Duration,
-    op: &'static str,
-) -> crate::Result<Duration> {
-    match deadline {
-        None => Ok(max),
-        Some(d) => match d.checked_duration_since(Instant::now()) {
-            Some(left) if !left.is_zero() => Ok(left.min(max)),
-            _ => Err(crate::Error::Timeout { op }),
-        },
-    }
-}
-
 impl From<Duration> for Timeout {
     fn from(d: Duration) -> Self {
         Timeout::Ms(d.as_millis() as u64)
@@ -112,4 +94,29 @@ pub enum RankState {
     Terminated,
     /// Died or became unreachable: a closed connection or a dead process.
     Corrupt,
+}
+
+/// A read-modify-write on a u64 of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub(crate) enum AtomicOp {
+    /// Add (wrapping).
+    FetchAdd(u64),
+    /// Store `new` if the word equals `comparator`.
+    CompareSwap { comparator: u64, new: u64 },
+}
+
+impl AtomicOp {
+    /// Applies the operation to `word` (sequentially consistent) and
+    /// returns the old value.
+    pub fn apply(self, word: &std::sync::atomic::AtomicU64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self {
+            AtomicOp::FetchAdd(v) => word.fetch_add(v, SeqCst),
+            AtomicOp::CompareSwap { comparator, new } => {
+                match word.compare_exchange(comparator, new, SeqCst, SeqCst) {
+                    Ok(old) | Err(old) => old,
+                }
+            }
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! written anywhere. [`Error::Timeout`] is the distinct "not yet" outcome of
 //! blocking calls, not a failure.
 
-use crate::types::{Group, NotifyId, Queue, Rank, SegId};
+use crate::model::ids::{Group, NotifyId, Queue, Rank, SegId};
 
 /// Which side of a transfer a bound refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,3 +377,27 @@ impl From<gaspi_launch::Error> for Error {
 
 /// Result of runtime calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A notification the caller checked was refused anyway: a bug, reported.
+#[cold]
+pub(crate) fn notify_error(e: gaspi_notify::NotifyError) -> Error {
+    Error::Protocol(e.to_string())
+}
+
+/// How long a wait loop may sleep before it looks again: at most `max`,
+/// never past `deadline`; `Err(Timeout { op })` once the deadline has
+/// passed. Every blocking loop of the runtime naps through this, so none
+/// overshoots its timeout by more than one wake-up.
+pub(crate) fn nap(
+    deadline: Option<std::time::Instant>,
+    max: std::time::Duration,
+    op: &'static str,
+) -> Result<std::time::Duration> {
+    match deadline {
+        None => Ok(max),
+        Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(left.min(max)),
+            _ => Err(Error::Timeout { op }),
+        },
+    }
+}

@@ -5,8 +5,8 @@
 //! Open MPI, PMI or nothing) and tuning variables (`GASPI_QUEUE_NUM`, ...).
 //! The builder methods override both.
 
-use crate::bootstrap::LaunchInfo;
-use crate::error::{Error, Result};
+use crate::model::error::{Error, Result};
+use gaspi_launch::LaunchInfo;
 use std::time::Duration;
 
 /// Spin budget of waiters when every rank of the host has a core of its own.
@@ -18,6 +18,12 @@ pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 /// (see [`Config::copy_assist_min`]).
 pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
 
+/// Most elements of an allreduce by default (GPI-2's default
+/// `allreduce_elem_max`; see [`crate::Config::allreduce_elem_max`]).
+pub const ALLREDUCE_ELEM_MAX: usize = 255;
+/// Most bytes of an allreduce's buffer by default (255 doubles): 8 times
+/// the configured `allreduce_elem_max`.
+pub const ALLREDUCE_BYTES_MAX: usize = 255 * 8;
 /// The largest [`Config::allreduce_elem_max`]: 8192 elements (64 KiB of
 /// 8-byte elements per allreduce slot). The C interface runs larger
 /// allreduces in pieces of this size.
@@ -267,7 +273,7 @@ impl Default for Config {
             segment_size_max: DEFAULT_SEGMENT_SIZE_MAX,
             rw_list_elem_max: 255,
             group_max: 32,
-            allreduce_elem_max: crate::ALLREDUCE_ELEM_MAX as u32,
+            allreduce_elem_max: ALLREDUCE_ELEM_MAX as u32,
             init_timeout: Duration::from_secs(60),
             spin: None,
             launch: LaunchInfo::standalone(),
