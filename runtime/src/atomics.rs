@@ -40,13 +40,13 @@
 //! `PeerDead`.
 
 use crate::context::{Gaspi, Inner};
-use crate::control::Urgency;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::AtomicOp;
 use crate::model::ids::{Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
+use crate::net::connection::Urgency;
+use crate::net::frame::Message;
 use crate::ops::lookup_remote;
-use crate::wire::Message;
 use std::sync::Mutex;
 
 /// The most atomic requests kept for an identical call to adopt.

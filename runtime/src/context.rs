@@ -1,12 +1,13 @@
 //! The `Gaspi` context: start-up, the tables every call consults, shutdown.
 
-use crate::bootstrap::{self, Endpoint};
-use crate::control::{ControlOut, Offered, Urgency};
 use crate::groups::GroupTable;
 use crate::model::config::Config;
 use crate::model::config::TransportChoice;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState, SegId};
+use crate::net::connection::{ControlOut, Offered, Urgency};
+use crate::net::frame::Message;
+use crate::net::rendezvous::{self, Endpoint};
 use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
 use crate::segment::LocalSegment;
@@ -15,7 +16,6 @@ use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::waiter_progress::{WaitWork, WaiterProgress};
-use crate::wire::Message;
 use gaspi_segments::HostId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -300,7 +300,7 @@ impl Inner {
 
     /// Sends `msg` to `rank` at once, however full its outbox is: for the
     /// progress engine's replies and for clean-up that must not wait
-    /// (`control.rs`).
+    /// (`net/connection.rs`).
     pub fn send(&self, rank: Rank, msg: &Message) -> Result<()> {
         self.send_by(rank, msg, Urgency::Now, "send")
     }
@@ -315,7 +315,7 @@ impl Inner {
         urgency: Urgency,
         op: &'static str,
     ) -> Result<()> {
-        let frame = crate::wire::encode(msg)?;
+        let frame = crate::net::frame::encode(msg)?;
         self.send_frame_by(rank, &frame, urgency, op)
     }
 
@@ -341,7 +341,7 @@ impl Inner {
         parts: &[&[u8]],
         urgency: Urgency,
         op: &'static str,
-        lent: Option<&crate::control::Keep>,
+        lent: Option<&crate::net::connection::Keep>,
     ) -> Result<()> {
         self.peer_ok(rank)?;
         let deadline = match urgency {
@@ -419,7 +419,7 @@ impl Inner {
         if let Some(c) = peer.control.get() {
             return Ok(c);
         }
-        let stream = bootstrap::connect_peer(
+        let stream = rendezvous::connect_peer(
             self.rank.0,
             &peer.endpoint,
             &self.config.launch.job_key,
@@ -434,7 +434,7 @@ impl Inner {
             }
             e => e,
         })?;
-        crate::control::watch_liveness(&stream, self.config.peer_timeout)?;
+        crate::net::connection::watch_liveness(&stream, self.config.peer_timeout)?;
         let stream = Arc::new(stream);
         // The engine may have taken a connection from the peer meanwhile:
         // then that one carries our frames and this one only the peer's.
@@ -763,7 +763,7 @@ impl Gaspi {
                     .into(),
             ));
         }
-        let listener = bootstrap::control_listener(&info)?;
+        let listener = rendezvous::control_listener(&info)?;
         let control = listener
             .local_addr()
             .map_err(|e| Error::io("control listener address", e))?;
@@ -786,7 +786,7 @@ impl Gaspi {
         // Rank 0 and every other rank stay connected through the
         // rendezvous; every other pair connects on first use.
         let (table, star) = if size > 1 {
-            bootstrap::exchange_endpoints(&info, me, deadline)?
+            rendezvous::exchange_endpoints(&info, me, deadline)?
         } else {
             (vec![me], Vec::new())
         };
@@ -892,11 +892,11 @@ impl Gaspi {
                 false => Ok(()),
             }
         });
-        bootstrap::finish_start(&info, &mut star, mapped, deadline)?;
+        rendezvous::finish_start(&info, &mut star, mapped, deadline)?;
         // The star's connections become control connections.
         let mut readers = Vec::with_capacity(star.len());
         for (r, c) in star {
-            crate::control::watch_liveness(&c, inner.config.peer_timeout)?;
+            crate::net::connection::watch_liveness(&c, inner.config.peer_timeout)?;
             let c = Arc::new(c);
             let _ = inner.peers[r as usize]
                 .control

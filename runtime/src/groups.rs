@@ -251,10 +251,10 @@ impl Gaspi {
         if send {
             for &m in members.iter().filter(|&&m| m != me) {
                 // Small and sent once per commit (a resumed call does not
-                // send again), so it never waits for room: `control.rs`.
+                // send again), so it never waits for room: `net/connection.rs`.
                 inner.send(
                     m,
-                    &crate::wire::Message::GroupCommit {
+                    &crate::net::frame::Message::GroupCommit {
                         group: group.0,
                         hash,
                     },

@@ -40,15 +40,13 @@
 //! ```
 
 mod atomics;
-mod bootstrap;
 mod collectives;
 mod context;
-mod control;
 pub mod gpu;
 mod groups;
 mod lists;
-mod log_tally;
 mod model;
+mod net;
 mod ops;
 mod passive;
 mod progress;
@@ -57,7 +55,6 @@ mod segment;
 mod tables;
 mod transport;
 mod waiter_progress;
-mod wire;
 
 // `Gaspi::init`'s self-launch and lifeline (`crate::launcher::relaunch_self`,
 // `crate::launcher::adopt_lifeline`) come from the launch crate.

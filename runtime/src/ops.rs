@@ -8,10 +8,10 @@ use crate::model::config::NotificationPlacement;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
+use crate::net::frame::Message;
 use crate::segment::{LocalSegment, Segment};
 use crate::tables::{RemoteEntry, Tables};
 use crate::transport::{HostDirect, RemoteSegment, Via};
-use crate::wire::Message;
 use std::sync::Arc;
 
 impl From<&Segment> for SegId {
@@ -219,7 +219,7 @@ impl Inner {
             // The staging buffer is handed over whole: what the socket
             // does not take is sent from it, not copied once more.
             let src = staged.as_ptr();
-            let keep: crate::control::Keep = Arc::new(staged);
+            let keep: crate::net::connection::Keep = Arc::new(staged);
             return r.put_notify_in_place(
                 to.offset,
                 src,
@@ -244,7 +244,7 @@ impl Inner {
             .filter(|seg| std::ptr::eq(&**seg, local));
         match keep {
             Some(seg) => {
-                let keep: crate::control::Keep = seg;
+                let keep: crate::net::connection::Keep = seg;
                 r.put_notify_in_place(to.offset, src, size as usize, notify, Via::queue(q), &keep)
             }
             None => r.put_notify(to.offset, src, size as usize, notify, Via::queue(q)),

@@ -12,7 +12,7 @@ use crate::context::Gaspi;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
-use crate::wire::Message;
+use crate::net::frame::Message;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -81,7 +81,7 @@ impl Gaspi {
             inner.send_by(
                 rank,
                 &Message::Passive { data },
-                crate::control::Urgency::Within(timeout.deadline()),
+                crate::net::connection::Urgency::Within(timeout.deadline()),
                 "passive_send",
             )?;
         }

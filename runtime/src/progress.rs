@@ -17,14 +17,14 @@
 //! few seconds. Connections this rank's own threads make reach the engine
 //! through `Inner::made_connections` and its waker.
 
-use crate::bootstrap::handshake::{Step, HANDSHAKE_TIMEOUT};
-use crate::bootstrap::Pending;
 use crate::context::Inner;
-use crate::control::{ControlOut, Urgency};
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
+use crate::net::connection::{ControlOut, Urgency};
+use crate::net::frame::{for_each_frame, Frame, Message};
+use crate::net::handshake::Pending;
+use crate::net::handshake::{Step, HANDSHAKE_TIMEOUT};
 use crate::transport::tcp::serve as tcp;
-use crate::wire::{for_each_frame, Frame, Message};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{Read, Write};
@@ -49,7 +49,7 @@ const LISTENER: Token = Token(usize::MAX - 1);
 /// Tokens of handshakes in progress start here (connections below).
 const PENDING: usize = 1 << 40;
 /// Handshakes the engine runs at once, as at start-up (decision 0016).
-const MAX_PENDING: usize = crate::bootstrap::handshake::MAX_PENDING;
+const MAX_PENDING: usize = crate::net::handshake::MAX_PENDING;
 /// How long a pending handshake is safe from eviction by a newcomer: a
 /// rank that connects answers the challenge at once, in microseconds to
 /// milliseconds; this leaves room for a loaded host (decision 0034).
@@ -151,13 +151,13 @@ struct Engine {
     /// handshake is pending (see `close`).
     terminating: Vec<Rank>,
     /// The heartbeat's timing (decision 0033).
-    liveness: crate::control::Liveness,
+    liveness: crate::net::connection::Liveness,
     /// When the engine next looks for connections that need a heartbeat.
     next_beat: Instant,
     /// The listener may hold more connections than the last turn took.
     listener_ready: bool,
     /// Warnings about connections dropped at the control listener.
-    strangers: crate::log_tally::Tally,
+    strangers: crate::net::log_tally::Tally,
 }
 
 impl ProgressEngine {
@@ -195,10 +195,12 @@ impl ProgressEngine {
             busy: Vec::new(),
             retry: Vec::new(),
             terminating: Vec::new(),
-            liveness: crate::control::Liveness::new(inner.config.peer_timeout),
+            liveness: crate::net::connection::Liveness::new(inner.config.peer_timeout),
             next_beat: Instant::now(),
             listener_ready: false,
-            strangers: crate::log_tally::Tally::new("connections dropped at the control listener"),
+            strangers: crate::net::log_tally::Tally::new(
+                "connections dropped at the control listener",
+            ),
         };
         for (rank, s) in readers {
             engine.add(rank, s)?;
@@ -362,7 +364,7 @@ impl Engine {
         }
     }
 
-    /// Every [`Liveness::check`](crate::control::Liveness): a heartbeat
+    /// Every [`Liveness::check`](crate::net::connection::Liveness): a heartbeat
     /// on each connection that nothing was sent on for a beat, so that a
     /// byte is always in flight soon after a peer's host goes silent
     /// (decision 0033): on the connection this rank sends on, through its
@@ -381,7 +383,7 @@ impl Engine {
             self.accept();
         }
         let inner = &*self.inner;
-        let Ok(frame) = crate::wire::encode(&Message::Heartbeat) else {
+        let Ok(frame) = crate::net::frame::encode(&Message::Heartbeat) else {
             return;
         };
         for conn in self.conns.iter().flatten() {
@@ -398,7 +400,9 @@ impl Engine {
                         let _ = inner.send_frame_by(r, &frame, Urgency::Now, "heartbeat");
                     }
                 }
-                _ => crate::control::beat_if_quiet(&conn.stream, self.liveness.beat, &frame),
+                _ => {
+                    crate::net::connection::beat_if_quiet(&conn.stream, self.liveness.beat, &frame)
+                }
             }
         }
     }
@@ -410,7 +414,7 @@ impl Engine {
         };
         if writable {
             // Room again after a write found the socket full: send what
-            // the outbox holds (`control.rs`). A failure shows on the
+            // the outbox holds (`net/connection.rs`). A failure shows on the
             // reading side too, which decides what it means.
             if let Some(out) = inner.peers[conn.rank.0 as usize].control.get() {
                 let _ = out.flush();
@@ -754,7 +758,7 @@ impl Engine {
         let inner = &*self.inner;
         let key = &inner.config.launch.job_key;
         let (stream, (from, to)) =
-            match p.finish::<(u32, u32)>(&body, key, crate::bootstrap::MESH_PURPOSE) {
+            match p.finish::<(u32, u32)>(&body, key, crate::net::rendezvous::MESH_PURPOSE) {
                 Ok(v) => v,
                 Err(e) => {
                     self.strangers.warn(format_args!("control listener: {e}"));
@@ -768,7 +772,7 @@ impl Engine {
             return;
         }
         let rank = Rank(from);
-        if let Err(e) = crate::control::watch_liveness(&stream, inner.config.peer_timeout) {
+        if let Err(e) = crate::net::connection::watch_liveness(&stream, inner.config.peer_timeout) {
             tracing::warn!("{e}");
         }
         let stream = Arc::new(stream);
@@ -791,7 +795,7 @@ impl Engine {
     /// (`Gaspi::term` said it, in order, on those it does), so that no peer
     /// takes its closing for a death.
     fn say_goodbye(&mut self) {
-        let Ok(frame) = crate::wire::encode(&Message::Goodbye) else {
+        let Ok(frame) = crate::net::frame::encode(&Message::Goodbye) else {
             return;
         };
         for conn in self.conns.iter().flatten() {
@@ -963,7 +967,7 @@ pub(crate) fn read_available(
                 // What is left starts a frame not read whole: if it is a
                 // large write, the rest of its data goes straight into
                 // the segment (written once, not copied from here).
-                if let Some(head) = crate::wire::put_head(&st.buf[..st.filled]) {
+                if let Some(head) = crate::net::frame::put_head(&st.buf[..st.filled]) {
                     let have = &st.buf[head.head..st.filled];
                     if let Some(d) = tcp::DirectPut::start(inner, head, have) {
                         st.filled = 0;
@@ -993,7 +997,7 @@ fn frame_remainder(buf: &[u8]) -> usize {
         return 0;
     }
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    (4 + len.min(crate::wire::MAX_FRAME)).saturating_sub(buf.len())
+    (4 + len.min(crate::net::frame::MAX_FRAME)).saturating_sub(buf.len())
 }
 
 fn handle(
@@ -1035,7 +1039,7 @@ fn handle(
             data,
             notify,
         } => {
-            let put = crate::wire::PutRef {
+            let put = crate::net::frame::PutRef {
                 queue,
                 seg,
                 offset,

@@ -242,7 +242,7 @@ fn two_thousand_silent_strangers_at_a_running_rank_cost_it_few_descriptors_and_l
         &[],
     );
     const VICTIM: usize = 1;
-    cmds[VICTIM].env("GASPI_LOG", "info,gaspi::bootstrap=debug");
+    cmds[VICTIM].env("GASPI_LOG", "info,gaspi::net=debug");
     // SAFETY: the closure runs between fork and exec and calls only
     // setrlimit(2), which is async-signal-safe, on a local struct.
     unsafe {

@@ -23,7 +23,7 @@ fn rank(r: u32, port: u16, key: &str, tag: &str) -> Running {
         .env("GASPI_RENDEZVOUS", format!("127.0.0.1:{port}"))
         .env("GASPI_JOB_KEY", key)
         .env("GASPI_INIT_TIMEOUT_MS", INIT_TIMEOUT_MS)
-        .env("GASPI_LOG", "warn,gaspi::bootstrap=debug")
+        .env("GASPI_LOG", "warn,gaspi::net=debug")
         .args(["ring", "--rounds", "2", "--expect-size", &N.to_string()]);
     Running::spawn(cmd, tag)
 }

@@ -197,7 +197,7 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
         len: usize,
         notify: Option<(u32, u32)>,
         via: Via<'_>,
-        keep: &crate::control::Keep,
+        keep: &crate::net::connection::Keep,
     ) -> Result<()> {
         let _ = keep;
         self.put_notify(offset, src, len, notify, via)

@@ -35,19 +35,19 @@
 //! are cut into pieces of [`PIECE`] bytes, each its own request.
 //!
 //! Backpressure: a request waits for room in the outbox of a peer that does
-//! not read (`control.rs`) for as long as the peer lives; writes have no
+//! not read (`net/connection.rs`) for as long as the peer lives; writes have no
 //! timeout to keep. A dead peer fails it at once, naming the peer.
 
 pub(crate) mod serve;
 
 use super::{GpuView, RemoteSegment, Transport, Via};
 use crate::context::Inner;
-use crate::control::{Keep, Urgency};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
+use crate::net::connection::{Keep, Urgency};
+use crate::net::frame::Message;
 use crate::segment::LocalSegment;
-use crate::wire::Message;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -124,7 +124,7 @@ impl TcpSegment {
         via: Via<'_>,
         op: &'static str,
     ) -> Result<()> {
-        self.send_frame_counted(inner, &[&crate::wire::encode(msg)?], via, op, None)
+        self.send_frame_counted(inner, &[&crate::net::frame::encode(msg)?], via, op, None)
     }
 
     /// [`Self::send_counted`] of a frame already encoded, in pieces (the
@@ -170,7 +170,7 @@ impl TcpSegment {
             // The notification rides on the last piece: the target applies
             // the data, then sets it.
             let last = i + 1 == pieces;
-            let (head, n) = crate::wire::encode_put_head(
+            let (head, n) = crate::net::frame::encode_put_head(
                 queue_index(via),
                 self.seg,
                 offset + at as u64,

@@ -14,12 +14,12 @@
 
 use super::PostedRead;
 use crate::context::Inner;
-use crate::control::Urgency;
 use crate::model::error::Error;
 use crate::model::ids::Rank;
+use crate::net::connection::Urgency;
+use crate::net::frame::Message;
+use crate::net::frame::PutRef;
 use crate::transport::{RemoteSegment, Via};
-use crate::wire::Message;
-use crate::wire::PutRef;
 use std::sync::Arc;
 
 type Outcome<T = ()> = std::result::Result<T, String>;
@@ -72,7 +72,7 @@ pub(crate) struct Settles {
 /// The `Settled` frames of a [`Settles`], one after the other.
 #[derive(Debug)]
 pub(crate) struct SettleFrames {
-    bytes: [u8; QUEUES * crate::wire::SETTLED_FRAME],
+    bytes: [u8; QUEUES * crate::net::frame::SETTLED_FRAME],
     len: usize,
 }
 
@@ -107,13 +107,14 @@ impl Settles {
     /// The answers gathered so far as encoded frames, taken.
     fn take_frames(&mut self) -> SettleFrames {
         let mut frames = SettleFrames {
-            bytes: [0; QUEUES * crate::wire::SETTLED_FRAME],
+            bytes: [0; QUEUES * crate::net::frame::SETTLED_FRAME],
             len: 0,
         };
         while self.queues != 0 {
             let q = self.queues.trailing_zeros() as usize;
             self.queues &= !(1 << q);
-            let frame = crate::wire::encode_settled(q as u8, std::mem::take(&mut self.counts[q]));
+            let frame =
+                crate::net::frame::encode_settled(q as u8, std::mem::take(&mut self.counts[q]));
             frames.bytes[frames.len..frames.len + frame.len()].copy_from_slice(&frame);
             frames.len += frame.len();
         }
@@ -439,7 +440,7 @@ pub(crate) const DIRECT_MIN: usize = 64 * 1024;
 pub(crate) struct DirectPut {
     /// Keeps the mapping of the segment alive while bytes land in it.
     segment: Arc<dyn RemoteSegment>,
-    head: crate::wire::PutHead,
+    head: crate::net::frame::PutHead,
     /// Next byte to read into, and how many are still to come.
     at: *mut u8,
     left: usize,
@@ -457,7 +458,7 @@ impl DirectPut {
     /// answers the refusal), or not into host memory mapped here.
     pub(crate) fn start(
         inner: &Inner,
-        head: crate::wire::PutHead,
+        head: crate::net::frame::PutHead,
         have: &[u8],
     ) -> Option<DirectPut> {
         if head.len < DIRECT_MIN || have.len() > head.len {

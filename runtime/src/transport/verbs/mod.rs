@@ -9,7 +9,7 @@
 //!   reads its LID (InfiniBand) or the GID at `GASPI_NET_GID_INDEX` (RoCE;
 //!   default: the first RoCE v2 GID, preferring an IPv4-mapped one), and
 //!   makes one reliable-connected queue pair per peer. The QP numbers and
-//!   start PSNs travel in the bootstrap's [`crate::bootstrap::Endpoint`]
+//!   start PSNs travel in the bootstrap's [`crate::net::rendezvous::Endpoint`]
 //!   (`VerbsEndpoint`); after the exchange each rank moves its QPs to RTS
 //!   towards the peers' QPs. One QP per peer, shared by every queue: a
 //!   `write` then a `notify` on any queue to one rank stay in order, which
@@ -64,11 +64,11 @@
 mod device;
 
 use super::{GpuView, RemoteSegment, Transport, Via};
-use crate::bootstrap::VerbsEndpoint;
 use crate::context::Inner;
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
+use crate::net::rendezvous::VerbsEndpoint;
 use crate::segment::LocalSegment;
 use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
 use std::collections::HashMap;
@@ -654,7 +654,7 @@ impl RemoteSegment for VerbsSegment {
         len: usize,
         notify: Option<(u32, u32)>,
         via: Via<'_>,
-        keep: &crate::control::Keep,
+        keep: &crate::net::connection::Keep,
     ) -> Result<()> {
         // From where it lies only for a request `wait` completes, out of
         // a registered segment that holds the whole range; else staged.

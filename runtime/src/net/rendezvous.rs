@@ -23,16 +23,12 @@
 //! the address the job uses (`control_listener`), loopback for a job on
 //! one host.
 
-pub(crate) mod auth;
-pub(crate) mod handshake;
-
-pub(crate) use gaspi_launch::LaunchInfo;
-
+use super::frame::{read_frame, write_frame};
+use super::{auth, handshake};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
-use crate::wire::{read_frame, write_frame};
+use gaspi_launch::LaunchInfo;
 use gaspi_segments::HostId;
-pub(crate) use handshake::Pending;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::FromRawFd;
@@ -261,7 +257,9 @@ pub(crate) fn exchange_endpoints(
         // each peer is told rank 0's address as seen from that peer.
         let shared = match table[0].control.ip().is_unspecified() {
             true => None,
-            false => Some(crate::wire::encode(&TableOrAbort::Table(table.clone()))?),
+            false => Some(crate::net::frame::encode(&TableOrAbort::Table(
+                table.clone(),
+            ))?),
         };
         for (_, s) in conns.iter_mut() {
             let own;
@@ -272,7 +270,7 @@ pub(crate) fn exchange_endpoints(
                     if let Ok(local) = s.local_addr() {
                         t[0].control.set_ip(local.ip());
                     }
-                    own = crate::wire::encode(&TableOrAbort::Table(t))?;
+                    own = crate::net::frame::encode(&TableOrAbort::Table(t))?;
                     &own
                 }
             };
@@ -608,7 +606,7 @@ fn connect_peer_once(
             need = 4 + len;
         }
     }
-    let nonce: Vec<u8> = crate::wire::decode(&frame[4..])?;
+    let nonce: Vec<u8> = crate::net::frame::decode(&frame[4..])?;
     let answer = auth::answer_frame(key, MESH, &nonce, &(me, peer.rank))?;
     s.set_write_timeout(Some(left()?))
         .and_then(|_| s.write_all(&answer))

@@ -68,7 +68,7 @@ impl Pending {
             .map(|a| a.to_string())
             .unwrap_or_else(|_| "?".into());
         let nonce = auth::new_nonce();
-        let out = crate::wire::encode(&nonce.to_vec())?;
+        let out = crate::net::frame::encode(&nonce.to_vec())?;
         Ok(Pending {
             stream,
             peer,
@@ -180,7 +180,8 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
         .map_err(|e| Error::io("configuring a listener", e))?;
     let mut pending: Vec<Pending> = Vec::new();
     // A flood of strangers costs a few lines and a count (decision 0034).
-    let mut dropped = crate::log_tally::Tally::new("connections dropped at a start-up listener");
+    let mut dropped =
+        crate::net::log_tally::Tally::new("connections dropped at a start-up listener");
     while done.len() < want {
         let now = Instant::now();
         if now >= deadline {

@@ -7,7 +7,7 @@
 //! never crosses the wire.
 
 use crate::model::error::{Error, Result};
-use crate::wire::{read_frame, write_frame};
+use crate::net::frame::{read_frame, write_frame};
 use hmac::{Hmac, Mac};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use sha2::Sha256;
@@ -42,7 +42,7 @@ pub(crate) fn verify<T: DeserializeOwned>(
     answer: &[u8],
     peer: &str,
 ) -> Result<T> {
-    let answer: Answer = crate::wire::decode(answer).map_err(|e| {
+    let answer: Answer = crate::net::frame::decode(answer).map_err(|e| {
         Error::Bootstrap(format!(
             "a connection from {peer} sent no answer to the challenge ({e}); dropped"
         ))
@@ -54,7 +54,7 @@ pub(crate) fn verify<T: DeserializeOwned>(
                 "a connection from {peer} did not prove the job key; dropped"
             ))
         })?;
-    crate::wire::decode(&answer.payload)
+    crate::net::frame::decode(&answer.payload)
 }
 
 /// Connecting side: the answer frame to challenge `nonce`, carrying
@@ -71,7 +71,7 @@ pub(crate) fn answer_frame<T: Serialize>(
         .finalize()
         .into_bytes()
         .to_vec();
-    crate::wire::encode(&Answer { payload, mac: m })
+    crate::net::frame::encode(&Answer { payload, mac: m })
 }
 
 /// Connecting side: answers the challenge with `payload`.
