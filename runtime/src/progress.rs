@@ -12,7 +12,7 @@
 //! It also serves this rank's control listener: a peer that sends to this
 //! rank for the first time connects there (decision 0022), and the engine
 //! runs the key handshake of each such connection without blocking
-//! (`bootstrap::Pending`, a deadline of its own per connection), so a
+//! (`net::handshake::Pending`, a deadline of its own per connection), so a
 //! stranger that connects and says nothing costs nothing but a socket for a
 //! few seconds. Connections this rank's own threads make reach the engine
 //! through `Inner::made_connections` and its waker.
@@ -21,13 +21,14 @@ use crate::context::Inner;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
 use crate::net::connection::{ControlOut, Urgency};
-use crate::net::frame::{for_each_frame, Frame, Message};
+use crate::net::frame::{Frame, Message, PutHead};
 use crate::net::handshake::Pending;
 use crate::net::handshake::{Step, HANDSHAKE_TIMEOUT};
+use crate::net::reader::{self, read_available, FrameHandler, Reader};
 use crate::transport::tcp::serve as tcp;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,58 +77,10 @@ pub(crate) struct ProgressEngine {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The reading side of one control connection. The socket is shared
-/// with the peer's `ControlOut` when it is the one this rank sends on.
-///
-/// Read by the engine and, for peers reached over TCP, by application
-/// threads that wait for them (`waiter_progress.rs`): whoever holds
-/// `state` reads the socket until it would block and handles every whole
-/// frame, so frames are handled once and in order whichever thread reads.
-#[derive(Debug)]
-pub(crate) struct Connection {
-    pub rank: Rank,
-    pub stream: Arc<TcpStream>,
-    pub state: Mutex<ReadState>,
-}
-
-/// What a reader of a connection keeps between reads.
-#[derive(Debug, Default)]
-pub(crate) struct ReadState {
-    /// Bytes read and not yet taken as frames: `buf[..filled]`.
-    buf: Vec<u8>,
-    filled: usize,
-    said_goodbye: bool,
-    /// A large write whose data is being read straight into its segment.
-    direct: Option<tcp::DirectPut>,
-    /// The last frame was such a write: the next is likely one too, so a
-    /// read that starts a frame asks for its head only ([`AFTER_LARGE`]),
-    /// and the data follows straight into the segment instead of through
-    /// the frame buffer.
-    after_large: bool,
-    /// Bytes read so far (wrapping): tells a reader whether its turn read
-    /// anything.
-    pub read: u64,
-    /// A reader that was not the engine saw the connection end (or fail,
-    /// or send garbage): the engine decides what that means when woken.
-    pub ended: bool,
-}
-
-impl Connection {
-    /// Locks the read state (a reader that panicked left it consistent:
-    /// bytes are taken only as whole frames).
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, ReadState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The read state if no other thread reads the connection now.
-    pub fn try_lock(&self) -> Option<std::sync::MutexGuard<'_, ReadState>> {
-        match self.state.try_lock() {
-            Ok(s) => Some(s),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-}
+/// The reading side of one control connection (`net/reader.rs`), whose
+/// large writes are read straight into their segments by the TCP
+/// transport.
+pub(crate) type Connection = reader::Connection<tcp::DirectPut>;
 
 /// Everything the engine thread owns.
 struct Engine {
@@ -250,11 +203,7 @@ impl Engine {
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(|e| Error::io("registering a control socket", e))?;
-        let conn = Arc::new(Connection {
-            rank,
-            stream,
-            state: Mutex::new(ReadState::default()),
-        });
+        let conn = Arc::new(Connection::new(rank, stream));
         // A peer reached over TCP: its requests and answers are what this
         // rank's waiters wait for, so they may read it too.
         if self.inner.transport_name(rank) == "tcp" {
@@ -529,7 +478,7 @@ impl Engine {
                 continue;
             };
             let mut st = conn.lock();
-            if !(st.ended || read_available(&conn, &mut st, &self.inner, Reader::Engine)) {
+            if !(st.ended || read_available(&conn, &mut st, &*self.inner, Reader::Engine)) {
                 continue;
             }
             st.ended = true;
@@ -861,143 +810,44 @@ fn take_all<T>(list: &Mutex<Vec<T>>) -> Vec<T> {
     std::mem::take(&mut *list.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// Who reads a connection: the answers it owes go out at once from the
-/// engine, and with the application's next frame from a waiter
-/// (`transport/tcp/serve.rs`, `SettleStash`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reader {
-    Engine,
-    Waiter,
-}
+/// The engine and the waiters read connections for this rank's context:
+/// control frames are handled here ([`handle`]), the TCP transport's
+/// requests and answers by `transport/tcp/serve.rs`.
+impl FrameHandler for Inner {
+    type Direct = tcp::DirectPut;
+    type Answers = tcp::Settles;
 
-/// Bytes a reader asks the socket for at least (more when the frame being
-/// read needs more).
-const CHUNK: usize = 64 * 1024;
-
-/// Bytes a reader asks for when a frame starts right after a large write
-/// (`ReadState::after_large`): a `Put`'s head and a little more, so that
-/// the next large write's data is not read into the frame buffer and then
-/// copied into its segment. H100, two namespaces, same call (6 launches
-/// each): 64 KiB ping-pong 23.4 -> 19.3 us (medians), 1.18 -> 1.02x the
-/// raw socket; 1 MiB within the noise.
-const AFTER_LARGE: usize = 4096;
-
-/// Reads and handles everything available on `conn` (whose `state` the
-/// caller holds); true when the connection ended, failed or sent
-/// something that is not a frame.
-pub(crate) fn read_available(
-    conn: &Connection,
-    st: &mut ReadState,
-    inner: &Inner,
-    reader: Reader,
-) -> bool {
-    let answer = |mut settles: tcp::Settles| match reader {
-        Reader::Engine => settles.flush(inner, conn.rank),
-        Reader::Waiter => settles.stash(inner, conn.rank),
-    };
-    loop {
-        // A large write: its data goes from the socket into its segment.
-        if let Some(d) = &mut st.direct {
-            let got = d.read_from(&conn.stream);
-            let left = d.left();
-            if let Ok(n) = got {
-                st.read = st.read.wrapping_add(n as u64);
-            }
-            match got {
-                Ok(0) => return true,
-                // A waiter's set is level-triggered: a short read means the
-                // socket is empty for now, and the set will say when not.
-                Ok(_) if left > 0 && reader == Reader::Waiter => return false,
-                Ok(_) if left > 0 => {}
-                Ok(_) => {
-                    let mut settles = tcp::Settles::default();
-                    if let Some(d) = st.direct.take() {
-                        d.finish(inner, conn.rank, &mut settles);
-                    }
-                    st.after_large = true;
-                    answer(settles);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    tracing::debug!("{}: control connection error: {e}", conn.rank);
-                    return true;
-                }
-            }
-            continue;
-        }
-        // Read into the frame buffer, as much as the frame being read
-        // still needs (at least a chunk). The buffer only grows (zeroed
-        // once) and `filled` says how much of it holds bytes read.
-        let have = st.filled;
-        let want = if have == 0 && st.after_large {
-            AFTER_LARGE
-        } else {
-            frame_remainder(&st.buf[..have]).max(CHUNK)
-        };
-        if st.buf.len() < have + want {
-            st.buf.resize(have + want, 0);
-        }
-        let got = (&*conn.stream).read(&mut st.buf[have..have + want]);
-        match got {
-            Ok(0) => return true,
-            Ok(n) => {
-                st.filled += n;
-                st.read = st.read.wrapping_add(n as u64);
-                let rank = conn.rank;
-                // One answer per queue for everything this read applied.
-                let mut settles = tcp::Settles::default();
-                // Every frame handled in the order it came.
-                let said_goodbye = &mut st.said_goodbye;
-                let (used, taken) = for_each_frame(&st.buf[..st.filled], |frame| match frame {
-                    Frame::Put(put) => tcp::put(inner, rank, &put, &mut settles),
-                    Frame::Msg(m) => handle(rank, said_goodbye, m, inner, &mut settles),
-                });
-                let filled = st.filled;
-                st.buf.copy_within(used..filled, 0);
-                st.filled -= used;
-                if used > 0 {
-                    st.after_large = false;
-                }
-                answer(settles);
-                if let Err(e) = taken {
-                    tracing::error!("{}: {e}; dropping the connection", conn.rank);
-                    return true;
-                }
-                // What is left starts a frame not read whole: if it is a
-                // large write, the rest of its data goes straight into
-                // the segment (written once, not copied from here).
-                if let Some(head) = crate::net::frame::put_head(&st.buf[..st.filled]) {
-                    let have = &st.buf[head.head..st.filled];
-                    if let Some(d) = tcp::DirectPut::start(inner, head, have) {
-                        st.filled = 0;
-                        st.direct = Some(d);
-                    }
-                }
-                // The engine's `epoll` is edge-triggered: it reads until the
-                // socket would block. A waiter's is level-triggered: a short
-                // read ends its turn without one more system call.
-                if reader == Reader::Waiter && n < want && st.direct.is_none() {
-                    return false;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                tracing::debug!("{}: control connection error: {e}", conn.rank);
-                return true;
-            }
+    #[inline]
+    fn frame(
+        &self,
+        from: Rank,
+        frame: Frame<'_>,
+        said_goodbye: &mut bool,
+        settles: &mut tcp::Settles,
+    ) {
+        match frame {
+            Frame::Put(put) => tcp::put(self, from, &put, settles),
+            Frame::Msg(m) => handle(from, said_goodbye, m, self, settles),
         }
     }
-}
 
-/// Bytes the frame at the front of `buf` still lacks (0 when unknown).
-fn frame_remainder(buf: &[u8]) -> usize {
-    if buf.len() < 4 {
-        return 0;
+    #[inline]
+    fn start_direct(&self, head: PutHead, have: &[u8]) -> Option<tcp::DirectPut> {
+        tcp::DirectPut::start(self, head, have)
     }
-    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    (4 + len.min(crate::net::frame::MAX_FRAME)).saturating_sub(buf.len())
+
+    #[inline]
+    fn finish_direct(&self, from: Rank, direct: tcp::DirectPut, settles: &mut tcp::Settles) {
+        direct.finish(self, from, settles)
+    }
+
+    #[inline]
+    fn answer(&self, from: Rank, mut settles: tcp::Settles, reader: Reader) {
+        match reader {
+            Reader::Engine => settles.flush(self, from),
+            Reader::Waiter => settles.stash(self, from),
+        }
+    }
 }
 
 fn handle(

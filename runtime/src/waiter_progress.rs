@@ -18,7 +18,7 @@
 //! without blocking, which connections have bytes, takes a connection's
 //! read state only if nobody holds it (`try_lock`: a waiter never waits for
 //! the engine or for another waiter), and reads it exactly as the engine
-//! does (`progress::read_available`): until the socket would block, every
+//! does (`net::reader::read_available`): until the socket would block, every
 //! whole frame handled once and in order, whichever thread read it. The
 //! engine takes the same lock when its own `epoll` reports the socket, and
 //! finds nothing left or the rest. Nothing changes for the peer.
@@ -35,7 +35,8 @@
 //! spinning for the same socket would only take each other's core.
 
 use crate::context::Inner;
-use crate::progress::{read_available, Connection, Reader};
+use crate::net::reader::{read_available, Reader};
+use crate::progress::Connection;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -294,7 +295,7 @@ impl WaiterProgress {
                 continue;
             }
             let before = state.read;
-            let ended = read_available(&conn, &mut state, &inner, Reader::Waiter);
+            let ended = read_available(&conn, &mut state, &*inner, Reader::Waiter);
             worked |= ended || state.read != before;
             if ended {
                 state.ended = true;

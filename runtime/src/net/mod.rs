@@ -14,4 +14,5 @@ pub(crate) mod connection;
 pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod log_tally;
+pub(crate) mod reader;
 pub(crate) mod rendezvous;

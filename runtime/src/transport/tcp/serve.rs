@@ -486,14 +486,29 @@ impl DirectPut {
         })
     }
 
-    /// Bytes of data still to come.
-    pub(crate) fn left(&self) -> usize {
+    /// The data is in: sets the notification, if any, and answers the
+    /// write.
+    pub(crate) fn finish(self, inner: &Inner, from: Rank, settles: &mut Settles) {
+        debug_assert_eq!(self.left, 0);
+        let outcome = match self.head.notify {
+            Some((id, value)) => self
+                .segment
+                .notify(id, value, Via::INTERNAL)
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
+        settle(inner, from, self.head.queue, outcome, "write", settles);
+    }
+}
+
+impl crate::net::reader::DirectRead for DirectPut {
+    #[inline]
+    fn left(&self) -> usize {
         self.left
     }
 
-    /// Reads what `socket` has of the data into the segment: `Ok(0)` at
-    /// the end of the stream, `WouldBlock` when nothing is there.
-    pub(crate) fn read_from(&mut self, socket: &std::net::TcpStream) -> std::io::Result<usize> {
+    /// Reads what `socket` has of the data into the segment.
+    fn read_from(&mut self, socket: &std::net::TcpStream) -> std::io::Result<usize> {
         use std::os::fd::AsRawFd;
         // SAFETY: `at` is valid for writes of `left` bytes (start() and the
         // updates below keep it inside the checked range of the mapped
@@ -508,19 +523,5 @@ impl DirectPut {
         self.at = unsafe { self.at.add(n) };
         self.left -= n;
         Ok(n)
-    }
-
-    /// The data is in: sets the notification, if any, and answers the
-    /// write.
-    pub(crate) fn finish(self, inner: &Inner, from: Rank, settles: &mut Settles) {
-        debug_assert_eq!(self.left, 0);
-        let outcome = match self.head.notify {
-            Some((id, value)) => self
-                .segment
-                .notify(id, value, Via::INTERNAL)
-                .map_err(|e| e.to_string()),
-            None => Ok(()),
-        };
-        settle(inner, from, self.head.queue, outcome, "write", settles);
     }
 }
