@@ -10,8 +10,8 @@ use crate::net::frame::Message;
 use crate::net::rendezvous::{self, Endpoint};
 use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
-use crate::segment::LocalSegment;
-use crate::tables::SegmentTables;
+use crate::segments::tables::SegmentTables;
+use crate::segments::LocalSegment;
 use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
@@ -1048,6 +1048,6 @@ impl Drop for Gaspi {
         // This thread's cached table snapshot would otherwise free the
         // segments (GPU memory, mappings) from a thread-local destructor at
         // exit, where logging from their Drop panics.
-        crate::tables::forget_cached();
+        crate::segments::tables::forget_cached();
     }
 }

@@ -51,8 +51,7 @@ mod ops;
 mod passive;
 mod progress;
 mod queue;
-mod segment;
-mod tables;
+mod segments;
 mod transport;
 mod waiter_progress;
 
@@ -84,4 +83,4 @@ pub use model::error::{Error, Result, Side};
 pub use model::ids::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Timeout};
 pub use model::stats::Statistics;
 pub use passive::PASSIVE_MAX;
-pub use segment::Segment;
+pub use segments::Segment;

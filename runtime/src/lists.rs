@@ -13,9 +13,10 @@ use crate::context::Gaspi;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Queue, Rank, SegId};
 use crate::model::stats::Op;
-use crate::ops::{check_notification, lookup_remote, RemoteEnd};
-use crate::segment::LocalSegment;
-use crate::tables::Tables;
+use crate::ops::{check_notification, lookup_remote};
+use crate::segments::tables::Tables;
+use crate::segments::LocalSegment;
+use crate::transport::RemoteEnd;
 use crate::transport::{RemoteSegment, Via};
 
 /// One element of a list operation: `size` bytes between a local range and

@@ -9,9 +9,9 @@ use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
 use crate::net::frame::Message;
-use crate::segment::{LocalSegment, Segment};
-use crate::tables::{RemoteEntry, Tables};
-use crate::transport::{HostDirect, RemoteSegment, Via};
+use crate::segments::tables::{RemoteEntry, Tables};
+use crate::segments::{LocalSegment, Segment};
+use crate::transport::{HostDirect, RemoteEnd, RemoteSegment, Via};
 use std::sync::Arc;
 
 impl From<&Segment> for SegId {
@@ -111,16 +111,6 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-/// The checked remote end of a call: owner, segment id, the segment as the
-/// transport reaches it, and the offset into it.
-#[derive(Clone, Copy)]
-pub(crate) struct RemoteEnd<'a> {
-    pub rank: Rank,
-    pub seg: SegId,
-    pub segment: &'a dyn RemoteSegment,
-    pub offset: u64,
 }
 
 impl Inner {
@@ -355,8 +345,8 @@ impl Inner {
     /// flight that the request must follow. Everything here is inlined
     /// into the caller: no call but the copy, no virtual call, no closure
     /// environment on the stack, and no store but the request's own bytes
-    /// and counters (see `tables.rs` for why stores and loads after a copy
-    /// matter). Its checks only choose between the paths: any `false` comes
+    /// and counters (see `segments/tables.rs` for why stores and loads
+    /// after a copy matter). Its checks only choose between the paths: any `false` comes
     /// before anything changed, and the general path then runs the same
     /// request again, routes what is not short and reports with a typed
     /// error what is wrong.
@@ -364,7 +354,7 @@ impl Inner {
     /// # Safety
     /// The caller must not load the segment tables (nor call anything that
     /// does) while it uses the returned tables and entries (see
-    /// [`crate::tables::SegmentTables::peek`]).
+    /// [`crate::segments::tables::SegmentTables::peek`]).
     #[inline(always)]
     unsafe fn short_target(
         &self,

@@ -28,7 +28,6 @@
 //! request ring through which kernels reach targets they cannot store into.
 
 pub(crate) mod device_context;
-pub(crate) mod device_words;
 pub(crate) mod owner_copy;
 
 pub use device_context::{DeviceContext, DeviceContextOptions, RingActivity};
@@ -36,7 +35,7 @@ pub use device_context::{DeviceContext, DeviceContextOptions, RingActivity};
 use crate::context::Inner;
 use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
 use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};

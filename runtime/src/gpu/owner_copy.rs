@@ -39,7 +39,7 @@ use crate::context::Inner;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
 use crate::ops::lookup_remote;
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use gaspi_segments::gpu::{self, DevicePtr, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, SharedMemory};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -386,7 +386,7 @@ impl Inner {
         &self,
         q: &crate::queue::QueueState,
         local: &LocalSegment,
-        end: crate::ops::RemoteEnd<'a>,
+        end: crate::transport::RemoteEnd<'a>,
     ) -> Option<&'a MemoryDescriptor> {
         let r = end.segment;
         if !r.is_gpu() || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {

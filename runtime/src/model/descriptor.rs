@@ -35,7 +35,7 @@ pub struct SegmentDescriptor {
     pub inbox: Option<MemoryDescriptor>,
     /// GPU segments with the `device` placement: where the notification
     /// words start in the data's allocation, counted from the data's first
-    /// byte (see `gpu/device_words.rs`); `None`: they are the words of the
+    /// byte (see `segments/device_words.rs`); `None`: they are the words of the
     /// area in `notifications`.
     #[serde(default)]
     pub device_words_offset: Option<u64>,

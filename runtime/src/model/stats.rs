@@ -1,9 +1,9 @@
 //! Statistics: calls per operation, bytes written and read, time spent waiting.
 //!
-//! Always on, so they must cost next to nothing on the write path, which is
-//! tuned to a few tens of nanoseconds (see `tables.rs`). A shared atomic
-//! counter would cost a locked read-modify-write per call and bounce its
-//! cache line between threads. Instead every thread that calls the runtime
+//! Always on, so they must cost next to nothing on the write path, which
+//! is tuned to a few tens of nanoseconds (see `segments/tables.rs`). A
+//! shared atomic counter would cost a locked read-modify-write per call
+//! and bounce its cache line between threads. Instead every thread that calls the runtime
 //! gets its own block of counters, registered once with the context; only
 //! that thread writes it, with a relaxed load and a relaxed store (no
 //! read-modify-write, no lock). A reader sums the blocks of all threads.

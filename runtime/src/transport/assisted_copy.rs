@@ -113,9 +113,9 @@
 use crate::context::{Inner, SYSTEM_SEG};
 use crate::model::bounds::fits;
 use crate::model::error::Result;
-use crate::ops::RemoteEnd;
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use crate::transport::HostDirect;
+use crate::transport::RemoteEnd;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{OnceLock, Weak};

@@ -18,7 +18,7 @@
 use super::{GpuView, RemoteSegment};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
 use gaspi_segments::gpu::{self, DevicePtr, GpuError, GpuIpcMapping, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping};

@@ -41,7 +41,7 @@ pub(crate) mod verbs;
 
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::Result;
-use crate::model::ids::Rank;
+use crate::model::ids::{Rank, SegId};
 use gaspi_segments::gpu::DevicePtr;
 use std::sync::{Arc, OnceLock};
 
@@ -83,6 +83,16 @@ impl<'a> Via<'a> {
     pub fn queue(q: &'a crate::queue::QueueState) -> Via<'a> {
         Via { queue: Some(q) }
     }
+}
+
+/// The checked remote end of a call: owner, segment id, the segment as the
+/// transport reaches it, and the offset into it.
+#[derive(Clone, Copy)]
+pub(crate) struct RemoteEnd<'a> {
+    pub rank: Rank,
+    pub seg: SegId,
+    pub segment: &'a dyn RemoteSegment,
+    pub offset: u64,
 }
 
 /// A way to reach the segments of one peer.
@@ -212,7 +222,7 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     fn post_get(
         &self,
         offset: u64,
-        into: &Arc<crate::segment::LocalSegment>,
+        into: &Arc<crate::segments::LocalSegment>,
         into_offset: u64,
         len: usize,
         _via: Via<'_>,
@@ -228,7 +238,7 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// this request, which follows theirs, arrives.
     fn post_read_notify(
         &self,
-        seg: &Arc<crate::segment::LocalSegment>,
+        seg: &Arc<crate::segments::LocalSegment>,
         id: u32,
         value: u32,
         _via: Via<'_>,

@@ -47,7 +47,7 @@ use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
 use crate::net::connection::{Keep, Urgency};
 use crate::net::frame::Message;
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;

@@ -69,7 +69,7 @@ use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
 use crate::net::rendezvous::VerbsEndpoint;
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

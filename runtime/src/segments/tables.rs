@@ -30,7 +30,7 @@
 //! memory freed under it. The price: a deleted segment's memory is freed only
 //! once every thread that used the tables has made another call (or ended).
 
-use crate::segment::LocalSegment;
+use crate::segments::LocalSegment;
 use crate::transport::{HostDirect, RemoteSegment};
 use gaspi_notify::NotificationArea;
 use std::cell::{Cell, UnsafeCell};

@@ -13,14 +13,22 @@
 //! kernel polls them over PCIe while CPU peers still set them with a plain
 //! store: the *host-mapped* placement, which works on every machine (see
 //! `gpu/` for why the others are not the default).
+//!
+//! Below the transports: [`tables`] holds the local segments and the
+//! remote ones as the transports attached them, read without locks by
+//! every call; [`device_words`] is the `device` placement of the
+//! notification words, in GPU memory.
 
-use crate::gpu::device_words::{self, DeviceWords};
+pub(crate) mod device_words;
+pub(crate) mod tables;
+
 use crate::model::bounds::check_bounds;
 use crate::model::config::{NotificationPlacement, SEGMENT_SIZE_CEILING};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{Rank, SegId};
 use bytemuck::Pod;
+use device_words::DeviceWords;
 use gaspi_notify::{NotificationArea, WakeMode, HEADER_BYTES};
 use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream, HostRegistration};
 use gaspi_segments::{HostId, MemoryDescriptor, ProcessMemory, SharedMemory};
