@@ -213,7 +213,7 @@ impl Gaspi {
         let entries = elems.len() as u32;
         q.reserve(queue, entries, inner.config.queue_size_max)?;
         let first_remote = resolve(inner, &tables, &elems[0], rank)?.remote;
-        let reads_complete_later = first_remote.completes_later();
+        let reads_complete_later = first_remote.capabilities().completes_later();
         // Pass 2: move the data, element by element, then notify.
         let moved = (|| {
             let mut bytes = 0u64;

@@ -150,7 +150,7 @@ impl Inner {
             return unsafe { direct.put(src, to.offset, size as usize, notify) }
                 .map_err(crate::model::error::notify_error);
         }
-        if r.completes_later() {
+        if r.capabilities().completes_later() {
             return self.put_network(q, local, local_offset, to, size, notify);
         }
         if let Some(inbox) = self.owner_route(q, local, to) {
@@ -171,7 +171,7 @@ impl Inner {
             Some(n) if q.gpu.owner_pending_to(to.rank) => (None, Some(n)),
             n => (n, None),
         };
-        if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
+        if local.is_gpu() || r.capabilities().gpu || q.gpu.pending() {
             self.gpu_put(&q.gpu, local, local_offset, r, to.offset, size, notify)?;
         } else {
             // SAFETY: local_offset + size was checked against the local
@@ -190,8 +190,8 @@ impl Inner {
 
     /// A put to a segment reached over the network: the transport sends
     /// the bytes (through a host buffer when they are in GPU memory; from
-    /// where they lie when it would rather, `sends_in_place_from`) and
-    /// orders the notification after them. Requests to other targets
+    /// where they lie when it would rather, `Capabilities::in_place_from`)
+    /// and orders the notification after them. Requests to other targets
     /// on the same queue need no order with it.
     fn put_network(
         &self,
@@ -228,7 +228,8 @@ impl Inner {
         // The segment must be the very one of the caller's snapshot, not
         // one made since.
         let keep = r
-            .sends_in_place_from()
+            .capabilities()
+            .in_place_from
             .filter(|&min| size >= min)
             .and_then(|_| self.tables.load().local[local.id.0 as usize].clone())
             .filter(|seg| std::ptr::eq(&**seg, local));
@@ -257,14 +258,14 @@ impl Inner {
                 .set(id, value)
                 .map_err(crate::model::error::notify_error);
         }
-        if to.segment.completes_later() {
+        if to.segment.capabilities().completes_later() {
             return to.segment.notify(id, value, Via::queue(q));
         }
         if q.gpu.owner_pending_to(to.rank) {
             self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
         } else if q.gpu.pending() {
             self.gpu_notify(&q.gpu, to.segment, id, value)
-        } else if to.segment.notifications_in_gpu_memory() {
+        } else if to.segment.capabilities().words_in_gpu_memory {
             // No CPU store reaches the word: the owner's inbox thread or
             // this rank's queue stream writes it.
             match to.segment.owner_inbox() {
@@ -289,7 +290,7 @@ impl Inner {
         size: u64,
     ) -> Result<()> {
         let r = from.segment;
-        if r.completes_later() {
+        if r.capabilities().completes_later() {
             // The data lands after the call (copied in by the progress
             // engine, into GPU memory too): the transport keeps the local
             // segment alive until then.
@@ -314,7 +315,7 @@ impl Inner {
                 size,
             );
         }
-        if local.is_gpu() || r.is_gpu() || q.gpu.pending() {
+        if local.is_gpu() || r.capabilities().gpu || q.gpu.pending() {
             return self.gpu_get(&q.gpu, local, local_offset, r, from.offset, size);
         }
         // SAFETY: local_offset + size was checked against the local segment.

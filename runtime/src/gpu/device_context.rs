@@ -382,7 +382,7 @@ impl Inner {
                 local.check(Side::Local, self.rank, req.local_offset, req.size)?;
                 let (offset, size) = (req.remote_offset, req.size);
                 let r = notifiable(lookup_remote(&tables, rank, remote_seg, offset, size, max)?)?;
-                if r.completes_later() {
+                if r.capabilities().completes_later() {
                     // A rank on another host: the data goes out through
                     // host memory and the network transport, the
                     // notification after it on the same connection.
@@ -403,7 +403,7 @@ impl Inner {
             }
             RequestOp::Notify => {
                 let r = notifiable(lookup_remote(&tables, rank, remote_seg, 0, 0, max)?)?;
-                if r.completes_later() {
+                if r.capabilities().completes_later() {
                     return r.notify(req.notification_id, req.value, Via::INTERNAL);
                 }
                 self.gpu_notify(qs, r, req.notification_id, req.value)

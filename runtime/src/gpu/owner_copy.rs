@@ -389,7 +389,7 @@ impl Inner {
         end: crate::transport::RemoteEnd<'a>,
     ) -> Option<&'a MemoryDescriptor> {
         let r = end.segment;
-        if !r.is_gpu() || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {
+        if !r.capabilities().gpu || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {
             return None;
         }
         let inbox = r.owner_inbox()?;

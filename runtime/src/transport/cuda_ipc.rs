@@ -15,7 +15,7 @@
 //! A rank's own GPU segments are reached through [`OwnGpuSegment`]: the
 //! driver refuses to open an IPC handle in the process that exported it.
 
-use super::{GpuView, RemoteSegment};
+use super::{Capabilities, GpuView, RemoteSegment};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::segments::LocalSegment;
@@ -151,6 +151,14 @@ impl CudaIpcSegment {
 }
 
 impl RemoteSegment for CudaIpcSegment {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            gpu: true,
+            words_in_gpu_memory: self.device_words_offset.is_some(),
+            ..Capabilities::HOST
+        }
+    }
+
     fn size(&self) -> u64 {
         self.size
     }
@@ -197,17 +205,9 @@ impl RemoteSegment for CudaIpcSegment {
         Ok(())
     }
 
-    fn notifications_in_gpu_memory(&self) -> bool {
-        self.device_words_offset.is_some()
-    }
-
     fn atomic(&self, _offset: u64, _op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         // No CPU atomic reaches GPU memory: the owner applies it.
         Ok(None)
-    }
-
-    fn is_gpu(&self) -> bool {
-        true
     }
 
     fn owner_inbox(&self) -> Option<&MemoryDescriptor> {
@@ -256,6 +256,14 @@ impl RemoteSegment for CudaIpcSegment {
 pub(crate) struct OwnGpuSegment(pub Arc<LocalSegment>);
 
 impl RemoteSegment for OwnGpuSegment {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            gpu: true,
+            words_in_gpu_memory: self.0.device_words.is_some(),
+            ..Capabilities::HOST
+        }
+    }
+
     fn size(&self) -> u64 {
         self.0.size as u64
     }
@@ -290,16 +298,8 @@ impl RemoteSegment for OwnGpuSegment {
         }
     }
 
-    fn notifications_in_gpu_memory(&self) -> bool {
-        self.0.device_words.is_some()
-    }
-
     fn atomic(&self, _offset: u64, _op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         Ok(None)
-    }
-
-    fn is_gpu(&self) -> bool {
-        true
     }
 
     fn gpu_view(&self, home: u32) -> Result<GpuView> {

@@ -67,6 +67,55 @@ pub(crate) struct GpuView {
     pub mapped_in: Option<u32>,
 }
 
+/// When the requests to a remote segment are complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Completion {
+    /// When the call returns: the data and the words were stored.
+    Now,
+    /// After the call returns, by the next `wait` on the request's queue
+    /// (see [`Via`]).
+    Later,
+}
+
+/// What a remote segment's transport offers, as one value the paths above
+/// the seam choose from (UCX's `uct_iface_attr`), instead of one question
+/// per property. A transport declares it per segment
+/// ([`RemoteSegment::capabilities`]); it does not change while the segment
+/// is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// When requests complete.
+    pub completion: Completion,
+    /// The smallest write this transport sends from where it lies, given
+    /// what keeps that memory mapped
+    /// ([`RemoteSegment::put_notify_in_place`]), rather than copied;
+    /// `None`: it always copies (or stores at once).
+    pub in_place_from: Option<u64>,
+    /// The data lives in GPU memory: `put`/`get` go through the GPU path,
+    /// and `notify` after its copies in stream order.
+    pub gpu: bool,
+    /// The notification words live in GPU memory (the `device`
+    /// placement): `notify` is then a blocking stream write, and the
+    /// runtime's calls take the stream or the owner's inbox instead.
+    pub words_in_gpu_memory: bool,
+}
+
+impl Capabilities {
+    /// Host memory whose requests complete in the call, sent by copies.
+    pub const HOST: Capabilities = Capabilities {
+        completion: Completion::Now,
+        in_place_from: None,
+        gpu: false,
+        words_in_gpu_memory: false,
+    };
+
+    /// Whether requests complete after the call returns (at `wait`).
+    #[inline]
+    pub fn completes_later(&self) -> bool {
+        self.completion == Completion::Later
+    }
+}
+
 /// What a posted request belongs to: the queue it was posted on (its
 /// completion is counted there), or nothing (the runtime's own traffic).
 #[derive(Debug, Clone, Copy)]
@@ -162,6 +211,8 @@ impl HostDirect<'_> {
 /// later `notify` to the same rank; `wait` on its queue then reports it
 /// applied (see [`Via`]).
 pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
+    /// What the transport offers for this segment.
+    fn capabilities(&self) -> Capabilities;
     /// Bytes of data.
     fn size(&self) -> u64;
     /// Number of notification words.
@@ -189,12 +240,6 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
             None => Ok(()),
         }
     }
-    /// The smallest write this transport sends from where it lies, given
-    /// what keeps that memory mapped ([`Self::put_notify_in_place`]),
-    /// rather than copied; `None`: it always copies (or stores at once).
-    fn sends_in_place_from(&self) -> Option<u64> {
-        None
-    }
     /// [`Self::put_notify`] of bytes that stay unchanged until the
     /// request completes (GASPI's rule for a write's source: until the
     /// `wait` on its queue), in memory that `keep` keeps mapped: a
@@ -212,13 +257,10 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
         let _ = keep;
         self.put_notify(offset, src, len, notify, via)
     }
-    /// Whether requests complete after the call returns (at `wait`).
-    fn completes_later(&self) -> bool {
-        false
-    }
     /// Reads `len` bytes at `offset` into local segment `into` at
     /// `into_offset` (both checked), complete when it returns or, where
-    /// [`Self::completes_later`], by the next `wait` on the queue.
+    /// they complete later ([`Capabilities::completion`]), by the next
+    /// `wait` on the queue.
     fn post_get(
         &self,
         offset: u64,
@@ -258,9 +300,6 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     fn host_direct(&self) -> Option<HostDirect<'_>> {
         None
     }
-    /// Whether the data lives in GPU memory (then `put`/`get` must go
-    /// through the GPU path, and `notify` after its copies in stream order).
-    fn is_gpu(&self) -> bool;
     /// The unified addresses of the segment, registering its host memory
     /// with CUDA on first use (context of `home`); from then on GPU writers
     /// may store notifications silently, and the area says so.
@@ -269,12 +308,6 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     /// this host; see `gpu/owner_copy.rs`), if it published one.
     fn owner_inbox(&self) -> Option<&gaspi_segments::MemoryDescriptor> {
         None
-    }
-    /// Whether the notification words live in GPU memory (the `device`
-    /// placement): `notify` is then a blocking stream write, and the
-    /// runtime's calls take the stream or the owner's inbox instead.
-    fn notifications_in_gpu_memory(&self) -> bool {
-        false
     }
     /// [`SegmentDescriptor::instance`] of the segment, where the
     /// transport keeps it (0: unknown).

@@ -8,7 +8,7 @@
 //! target which is waiting anyway may take chunks of a large copy
 //! (`assisted_copy.rs`, decision 0014).
 
-use super::{GpuView, HostDirect, RemoteSegment, Transport};
+use super::{Capabilities, GpuView, HostDirect, RemoteSegment, Transport};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
@@ -109,6 +109,10 @@ impl Transport for SharedMemoryTransport {
 }
 
 impl RemoteSegment for SharedMemorySegment {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::HOST
+    }
+
     fn size(&self) -> u64 {
         self.size
     }
@@ -188,10 +192,6 @@ impl RemoteSegment for SharedMemorySegment {
             }),
             Data::Process(_) => None,
         }
-    }
-
-    fn is_gpu(&self) -> bool {
-        false
     }
 
     fn gpu_view(&self, home: u32) -> Result<GpuView> {

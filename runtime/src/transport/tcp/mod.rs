@@ -40,7 +40,7 @@
 
 pub(crate) mod serve;
 
-use super::{GpuView, RemoteSegment, Transport, Via};
+use super::{Capabilities, Completion, GpuView, RemoteSegment, Transport, Via};
 use crate::context::Inner;
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
@@ -188,6 +188,18 @@ fn queue_index(via: Via<'_>) -> Option<u8> {
 }
 
 impl RemoteSegment for TcpSegment {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            completion: Completion::Later,
+            // Below it the copy of what the socket does not take at once
+            // costs less than finding what keeps the source mapped.
+            in_place_from: Some(IN_PLACE_MIN),
+            // Whatever memory it is in, the owner's engine copies into it:
+            // from here it is reached like host memory of another host.
+            ..Capabilities::HOST
+        }
+    }
+
     fn size(&self) -> u64 {
         self.size
     }
@@ -198,10 +210,6 @@ impl RemoteSegment for TcpSegment {
 
     fn instance(&self) -> u64 {
         self.instance
-    }
-
-    fn completes_later(&self) -> bool {
-        true
     }
 
     fn put(&self, offset: u64, src: *const u8, len: usize, via: Via<'_>) -> Result<()> {
@@ -217,12 +225,6 @@ impl RemoteSegment for TcpSegment {
         via: Via<'_>,
     ) -> Result<()> {
         self.send_put(offset, src, len, notify, via, None)
-    }
-
-    fn sends_in_place_from(&self) -> Option<u64> {
-        // Below it the copy of what the socket does not take at once
-        // costs less than finding what keeps the source mapped.
-        Some(IN_PLACE_MIN)
     }
 
     fn put_notify_in_place(
@@ -353,12 +355,6 @@ impl RemoteSegment for TcpSegment {
     fn atomic(&self, _offset: u64, _op: crate::model::ids::AtomicOp) -> Result<Option<u64>> {
         // The owner applies it (`Message::Atomic`, see `atomics.rs`).
         Ok(None)
-    }
-
-    fn is_gpu(&self) -> bool {
-        // Whatever memory it is in, the owner's engine copies into it: from
-        // here it is reached like host memory of another host.
-        false
     }
 
     fn gpu_view(&self, _home: u32) -> Result<GpuView> {

@@ -63,7 +63,7 @@
 
 mod device;
 
-use super::{GpuView, RemoteSegment, Transport, Via};
+use super::{Capabilities, GpuView, RemoteSegment, Transport, Via};
 use crate::context::Inner;
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
@@ -591,6 +591,16 @@ impl VerbsSegment {
 }
 
 impl RemoteSegment for VerbsSegment {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            completion: super::Completion::Later,
+            // Anything not inline: a WRITE straight from the registered
+            // segment saves a registration and a copy per write.
+            in_place_from: Some(self.shared.inline_max as u64 + 1),
+            ..Capabilities::HOST
+        }
+    }
+
     fn size(&self) -> u64 {
         self.size
     }
@@ -601,10 +611,6 @@ impl RemoteSegment for VerbsSegment {
 
     fn instance(&self) -> u64 {
         self.instance
-    }
-
-    fn completes_later(&self) -> bool {
-        true
     }
 
     fn put(&self, offset: u64, src: *const u8, len: usize, via: Via<'_>) -> Result<()> {
@@ -639,12 +645,6 @@ impl RemoteSegment for VerbsSegment {
             at += piece.len();
         }
         Ok(())
-    }
-
-    fn sends_in_place_from(&self) -> Option<u64> {
-        // Anything not inline: a WRITE straight from the registered
-        // segment saves a registration and a copy per write.
-        Some(self.shared.inline_max as u64 + 1)
     }
 
     fn put_notify_in_place(
@@ -853,10 +853,6 @@ impl RemoteSegment for VerbsSegment {
         let mut old = [0u8; 8];
         old.copy_from_slice(&buf);
         Ok(Some(u64::from_ne_bytes(old)))
-    }
-
-    fn is_gpu(&self) -> bool {
-        false
     }
 
     fn gpu_view(&self, _home: u32) -> Result<GpuView> {
