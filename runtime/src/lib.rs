@@ -50,6 +50,7 @@ mod net;
 mod ops;
 mod passive;
 mod progress;
+mod protocol;
 mod queue;
 mod segments;
 mod transport;

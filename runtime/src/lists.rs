@@ -13,7 +13,7 @@ use crate::context::Gaspi;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Queue, Rank, SegId};
 use crate::model::stats::Op;
-use crate::ops::{check_notification, lookup_remote};
+use crate::protocol::{check_notification, lookup_remote};
 use crate::segments::tables::Tables;
 use crate::segments::LocalSegment;
 use crate::transport::RemoteEnd;

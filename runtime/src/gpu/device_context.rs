@@ -31,7 +31,7 @@ use super::QueueStream;
 use crate::context::Inner;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Rank, SegId};
-use crate::ops::{check_notification, lookup_remote};
+use crate::protocol::{check_notification, lookup_remote};
 use crate::segments::tables::Tables;
 use crate::transport::Via;
 use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};

@@ -38,7 +38,7 @@
 use crate::context::Inner;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
-use crate::ops::lookup_remote;
+use crate::protocol::lookup_remote;
 use crate::segments::LocalSegment;
 use gaspi_segments::gpu::{self, DevicePtr, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, SharedMemory};
