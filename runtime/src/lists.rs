@@ -243,7 +243,7 @@ impl Gaspi {
                 // them (the transport's ordering contract).
                 Some((to, id, value)) if dir == Dir::Read && reads_complete_later => {
                     let seg = inner.local_segment(to.seg)?;
-                    first_remote.post_read_notify(&seg, id, value, Via::queue(q))?;
+                    first_remote.post_read_notify(&seg, id, value, Via::queue(q.posted()))?;
                 }
                 Some((to, id, value)) => inner.notify_routed(q, to, id, value)?,
                 None => {}

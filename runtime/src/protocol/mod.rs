@@ -95,9 +95,9 @@ impl Inner {
             // SAFETY: local_offset + size was checked against the local
             // segment, which the caller's table snapshot keeps alive.
             let src = unsafe { local.data().add(local_offset as usize) };
-            r.put(to.offset, src, size as usize, Via::queue(q))?;
+            r.put(to.offset, src, size as usize, Via::queue(q.posted()))?;
             if let Some((id, value)) = notify {
-                r.notify(id, value, Via::queue(q))?;
+                r.notify(id, value, Via::queue(q.posted()))?;
             }
         }
         match after {
@@ -133,7 +133,7 @@ impl Inner {
                 src,
                 size as usize,
                 notify,
-                Via::queue(q),
+                Via::queue(q.posted()),
                 &keep,
             );
         }
@@ -154,9 +154,22 @@ impl Inner {
         match keep {
             Some(seg) => {
                 let keep: crate::net::connection::Keep = seg;
-                r.put_notify_in_place(to.offset, src, size as usize, notify, Via::queue(q), &keep)
+                r.put_notify_in_place(
+                    to.offset,
+                    src,
+                    size as usize,
+                    notify,
+                    Via::queue(q.posted()),
+                    &keep,
+                )
             }
-            None => r.put_notify(to.offset, src, size as usize, notify, Via::queue(q)),
+            None => r.put_notify(
+                to.offset,
+                src,
+                size as usize,
+                notify,
+                Via::queue(q.posted()),
+            ),
         }
     }
 
@@ -177,7 +190,7 @@ impl Inner {
                 .map_err(crate::model::error::notify_error);
         }
         if to.segment.capabilities().completes_later() {
-            return to.segment.notify(id, value, Via::queue(q));
+            return to.segment.notify(id, value, Via::queue(q.posted()));
         }
         if q.gpu.owner_pending_to(to.rank) {
             self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
@@ -193,7 +206,7 @@ impl Inner {
                 _ => self.gpu_notify(&q.gpu, to.segment, id, value),
             }
         } else {
-            to.segment.notify(id, value, Via::queue(q))
+            to.segment.notify(id, value, Via::queue(q.posted()))
         }
     }
 
@@ -218,7 +231,7 @@ impl Inner {
                 &into,
                 local_offset,
                 size as usize,
-                Via::queue(q),
+                Via::queue(q.posted()),
             );
         }
         if let Some(inbox) = self.owner_route(q, local, from) {

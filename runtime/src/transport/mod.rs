@@ -24,16 +24,17 @@
 //! runtime's own collectives, which complete by their own notifications).
 //! A transport whose requests complete when the call returns (shared
 //! memory) ignores it. One whose requests complete later (TCP) counts each
-//! request against its queue and target in `queue::Outstanding` when it posts
-//! it and settles it when the target reports it applied (or failed: the
-//! failure is kept, naming the target, for the next `wait`). `wait(queue)`
-//! then waits for exactly what was posted on that queue. The transport's
+//! request against its queue and target in [`outstanding::Outstanding`]
+//! when it posts it and settles it when the target reports it applied (or
+//! failed: the failure is kept, naming the target, for the next `wait`).
+//! `wait(queue)` then waits for exactly what was posted on that queue. The transport's
 //! contract on order: a `notify` is applied after every `put` posted
 //! before it to the same rank, and a read's local notification is set
 //! after the data of every read posted before it to the same rank.
 
 pub(crate) mod assisted_copy;
 pub(crate) mod cuda_ipc;
+pub(crate) mod outstanding;
 pub(crate) mod shared_memory;
 pub(crate) mod tcp;
 #[cfg(feature = "verbs")]
@@ -120,16 +121,28 @@ impl Capabilities {
 /// completion is counted there), or nothing (the runtime's own traffic).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Via<'a> {
-    /// The queue and its index, `None` for internal traffic.
-    pub queue: Option<&'a crate::queue::QueueState>,
+    /// The queue's count of requests that complete later, `None` for
+    /// internal traffic.
+    pub queue: Option<PostedOn<'a>>,
+}
+
+/// The queue a request was posted on, as a transport sees it: where to
+/// count the request until it completes, and the queue's number (which
+/// travels with the request to the target).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PostedOn<'a> {
+    pub outstanding: &'a outstanding::Outstanding,
+    pub index: u32,
 }
 
 impl<'a> Via<'a> {
     /// Internal traffic: collectives and staging, completed by other means.
     pub const INTERNAL: Via<'static> = Via { queue: None };
 
-    /// A request posted on `q`.
-    pub fn queue(q: &'a crate::queue::QueueState) -> Via<'a> {
+    /// A request posted on the queue `q` describes
+    /// (`crate::queue::QueueState::posted`).
+    #[inline]
+    pub fn queue(q: PostedOn<'a>) -> Via<'a> {
         Via { queue: Some(q) }
     }
 }

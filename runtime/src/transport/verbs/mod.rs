@@ -45,7 +45,7 @@
 //!   for jobs where every atomic on a word comes through the NIC.
 //! - **Completion.** Every request is signaled; its `wr_id` keys what it
 //!   belongs to (rank, queue, what to keep alive or do at completion). A
-//!   request posted on a queue is counted in `queue::Outstanding` and
+//!   request posted on a queue is counted in `transport::outstanding` and
 //!   settled when its completion is polled, so `wait(queue)` waits for
 //!   exactly what was posted there. Completions are polled by a thread
 //!   woken through the completion channel (no core burnt while idle) and by
