@@ -39,7 +39,6 @@ use crate::context::Inner;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
 use crate::protocol::lookup_remote;
-use crate::segments::LocalSegment;
 use gaspi_segments::gpu::{self, DevicePtr, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, SharedMemory};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -374,27 +373,6 @@ impl Inner {
                 reason: "its inbox cannot be mapped",
             }
         })
-    }
-
-    /// The owner's inbox when a transfer between `local` and the remote
-    /// end should be run by the owner: the remote segment is a same-host
-    /// peer's GPU segment with an inbox, `local` is host shared memory
-    /// registered with (so mapped by) that peer, the config allows it, and
-    /// the queue's own stream has no work in flight that the owner's copy
-    /// could overtake.
-    pub(crate) fn owner_route<'a>(
-        &self,
-        q: &crate::queue::QueueState,
-        local: &LocalSegment,
-        end: crate::transport::RemoteEnd<'a>,
-    ) -> Option<&'a MemoryDescriptor> {
-        let r = end.segment;
-        if !r.capabilities().gpu || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {
-            return None;
-        }
-        let inbox = r.owner_inbox()?;
-        (self.config.gpu_owner_copies && local.is_shared_memory() && local.known_by(end.rank))
-            .then_some(inbox)
     }
 
     /// Builds and publishes one request on `lane`; returns its seq.

@@ -10,10 +10,10 @@
 //!   a store into host memory mapped here, no virtual call, no `Arc`
 //!   clone; the tables are peeked, not loaded);
 //! - routed (`put_routed`, `notify_routed`, `get_routed`): the owner runs
-//!   the copy into its GPU segment (`gpu/owner_copy.rs`), the queue's GPU
-//!   stream, the assisted copy of a large write
-//!   (`transport/assisted_copy.rs`), or the transport's own `put` and
-//!   `notify`;
+//!   the copy into its GPU segment (`owner_route` decides,
+//!   `gpu/owner_copy.rs` runs it), the queue's GPU stream, the assisted
+//!   copy of a large write (`transport/assisted_copy.rs`), or the
+//!   transport's own `put` and `notify`;
 //! - network (`put_network`): a transport whose requests complete later
 //!   sends from where the bytes lie when it would rather
 //!   (`Capabilities::in_place_from`), else copies them.
@@ -104,6 +104,27 @@ impl Inner {
             Some((id, value)) => self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value),
             None => Ok(()),
         }
+    }
+
+    /// The owner's inbox when a transfer between `local` and the remote
+    /// end should be run by the owner: the remote segment is a same-host
+    /// peer's GPU segment with an inbox, `local` is host shared memory
+    /// registered with (so mapped by) that peer, the config allows it, and
+    /// the queue's own stream has no work in flight that the owner's copy
+    /// could overtake.
+    pub(crate) fn owner_route<'a>(
+        &self,
+        q: &crate::queue::QueueState,
+        local: &LocalSegment,
+        end: RemoteEnd<'a>,
+    ) -> Option<&'a gaspi_segments::MemoryDescriptor> {
+        let r = end.segment;
+        if !r.capabilities().gpu || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {
+            return None;
+        }
+        let inbox = r.owner_inbox()?;
+        (self.config.gpu_owner_copies && local.is_shared_memory() && local.known_by(end.rank))
+            .then_some(inbox)
     }
 
     /// A put to a segment reached over the network: the transport sends
