@@ -40,3 +40,12 @@ include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 /// whatever newer library is installed.
 #[cfg(feature = "link")]
 pub const FI_VERSION_1_17: u32 = (1 << 16) | 17;
+
+/// `FI_ADDR_NOTAVAIL` (`((uint64_t) -1)`, a cast bindgen does not read):
+/// no address.
+#[cfg(feature = "link")]
+pub const FI_ADDR_NOTAVAIL: fi_addr_t = u64::MAX;
+
+/// `FI_KEY_NOTAVAIL` (`((uint64_t) -1)`): `fi_mr_key` has no 64-bit key.
+#[cfg(feature = "link")]
+pub const FI_KEY_NOTAVAIL: u64 = u64::MAX;
