@@ -55,6 +55,11 @@ struct Args {
     /// Force the notification ordering: in-order, fence, delivery-complete.
     #[arg(long)]
     order: Option<String>,
+    /// How the ping-pong's notification travels: `word` (a second RMA
+    /// write of the 4-byte word) or `data` (remote CQ data on the data's
+    /// write, the target setting the word when it reads the event).
+    #[arg(long, default_value = "word")]
+    notify: String,
     /// Ping-pong sizes in bytes (0: the notification word alone).
     #[arg(long, value_delimiter = ',', default_value = "8,4194304")]
     sizes: Vec<usize>,
@@ -67,7 +72,7 @@ struct Args {
     /// Bandwidth: bytes per write.
     #[arg(long, default_value_t = 4 << 20)]
     bw_size: usize,
-    /// Bandwidth: writes per repetition.
+    /// Bandwidth: writes per repetition (0: no bandwidth run).
     #[arg(long, default_value_t = 200)]
     bw_iters: u64,
     /// Bandwidth: writes in flight.
@@ -121,6 +126,7 @@ struct Side<'m> {
     buf_mr: MemoryRegion<'m>,
     words: &'m LocalMemory,
     max: usize,
+    by_data: bool,
     events: Vec<Event>,
     completed: u64,
 }
@@ -134,6 +140,12 @@ impl Side<'_> {
             match e {
                 Event::Done(_) => self.completed += 1,
                 Event::Failed(t, err) => panic!("operation {t:?} failed: {err}"),
+                // Remote CQ data: (word index << 32) | value.
+                Event::Remote(d) => self
+                    .words
+                    .u32_at(4 * (d >> 32) as usize)
+                    .expect("word")
+                    .store(*d as u32, Ordering::Release),
             }
         }
     }
@@ -153,6 +165,14 @@ impl Side<'_> {
     /// Writes `len` bytes from our first half to the peer's second half,
     /// then notification word `w` = `value`.
     fn write_notify(&mut self, len: usize, w: usize, value: u32) {
+        if self.by_data {
+            let src = self.buf_mr.slice(0, len).expect("slice");
+            let data = ((w as u64) << 32) | value as u64;
+            self.ep
+                .write_with_data(self.peer, src, &self.remote.data, self.max as u64, data, 0)
+                .expect("write with data");
+            return;
+        }
         if len > 0 {
             let src = self.buf_mr.slice(0, len).expect("slice");
             self.ep
@@ -252,6 +272,11 @@ fn main() {
         buf_mr,
         words: &words,
         max,
+        by_data: match args.notify.as_str() {
+            "word" => false,
+            "data" => true,
+            other => panic!("--notify: word or data, not {other}"),
+        },
         events: Vec::new(),
         completed: 0,
     };
@@ -282,9 +307,10 @@ fn main() {
             if measuring {
                 let half_us = elapsed.as_secs_f64() * 1e6 / (2 * iters) as f64;
                 println!(
-                    "{{\"bench\":\"fabric-pingpong\",\"provider\":\"{}\",\"order\":\"{}\",\"size\":{size},\"rep\":{rep},\"iters\":{iters},\"half_rtt_us\":{half_us:.3},\"mb_per_s\":{:.1}}}",
+                    "{{\"bench\":\"fabric-pingpong\",\"provider\":\"{}\",\"order\":\"{}\",\"notify\":\"{}\",\"size\":{size},\"rep\":{rep},\"iters\":{iters},\"half_rtt_us\":{half_us:.3},\"mb_per_s\":{:.1}}}",
                     attrs.provider,
                     attrs.order.name(),
+                    args.notify,
                     size as f64 / half_us
                 );
             }
@@ -294,6 +320,9 @@ fn main() {
     // Bandwidth: word 1 = the measuring side's "all posted", word 2 = the
     // target's acknowledgement.
     for rep in 0..args.reps {
+        if args.bw_iters == 0 {
+            break;
+        }
         sync(&mut tcp).expect("sync");
         let round = rep as u32 + 1;
         if measuring {

@@ -133,6 +133,9 @@ pub(crate) struct Attributes {
     pub inject_size: usize,
     /// Largest single RMA write or read; the runtime splits larger ones.
     pub max_write: usize,
+    /// Whether writes can carry 8 bytes of remote CQ data
+    /// (`cq_data_size` >= 8 and no `FI_RX_CQ_DATA` mode needed).
+    pub cq_data: bool,
     /// Whether data moves only while someone reads the completion queue
     /// (`FI_PROGRESS_MANUAL`), at the target too (`tcp;ofi_rxm`).
     pub manual_progress: bool,
@@ -425,6 +428,7 @@ impl Info {
             mr_key_size: dom.mr_key_size,
             inject_size: tx.inject_size,
             max_write,
+            cq_data: dom.cq_data_size >= 8,
             manual_progress: dom.data_progress == sys::FI_PROGRESS_MANUAL,
         };
         // SAFETY: copies one entry (not the list after it) into memory we

@@ -64,8 +64,24 @@
 //!    word; for providers that offer neither of the above (EFA's RDM
 //!    endpoint offers no write-after-write order).
 //!
+//! `tcp;ofi_rxm` 1.17 reports `max_order_waw_size` 0 when `FI_ATOMIC` is
+//! asked for (its atomics are emulated over messages), so by default the
+//! layer takes it in order and without atomics; [`Query::atomics`] asks
+//! for atomics, which then come with [`NotifyOrder::DeliveryComplete`].
+//!
+//! A fourth way, for providers whose target reads its completion queue
+//! anyway (manual progress): the notification rides on the data's write
+//! as 8 bytes of remote CQ data ([`Endpoint::write_with_data`],
+//! `FI_REMOTE_CQ_DATA`); the target's [`Endpoint::poll`] returns
+//! [`Event::Remote`] once the data is in its memory, and the runtime sets
+//! the word then. One operation each way instead of two (on TCP one
+//! message instead of two): the runtime's choice for `write_notify` where
+//! [`Attributes::cq_data`] and [`Attributes::manual_progress`] hold. Not
+//! for NIC-progressed providers (`cxi`, `efa`): there the word would wait
+//! for the target's CPU.
+//!
 //! The tests run the ordering check with each mechanism the provider can
-//! do (`tcp;ofi_rxm`: 1 and 3).
+//! do (`tcp;ofi_rxm`: 1, 3 and remote CQ data).
 //!
 //! # Progress: who moves the bytes
 //!
@@ -107,7 +123,10 @@
 //! - Requests: `write` = [`Endpoint::write`] from the registered source
 //!   segment (an unregistered source, GPU memory, through a registered
 //!   staging copy), split at [`Attributes::max_write`]; `notify` =
-//!   [`Endpoint::notify`]; `read` = [`Endpoint::read`]; atomics =
+//!   [`Endpoint::notify`] (`write_notify` = [`Endpoint::write_with_data`]
+//!   under manual progress, the engine setting the word on
+//!   [`Event::Remote`]: encode segment, word and value in its 64 bits);
+//!   `read` = [`Endpoint::read`]; atomics =
 //!   [`Endpoint::fetch_add`] / [`Endpoint::compare_swap`] with a
 //!   registered scratch slot per request, where offered (else through the
 //!   owner, which is also the default for verbs: a NIC atomic is atomic

@@ -210,9 +210,13 @@ pub(crate) enum Event {
     Done(super::Token),
     /// The operation failed; the error names the peer.
     Failed(super::Token, FabricError),
+    /// A peer's [`Endpoint::write_with_data`] landed here: its data is in
+    /// this process's memory, and `data` is the 64 bits it carried (the
+    /// runtime's encoding of the notification to set).
+    Remote(u64),
 }
 
-/// A completion queue (`fi_cq_open`, `FI_CQ_FORMAT_CONTEXT`) with, where
+/// A completion queue (`fi_cq_open`, `FI_CQ_FORMAT_DATA`) with, where
 /// the provider gives one, a file descriptor to wait on (`FI_WAIT_FD`).
 #[derive(Debug)]
 pub(crate) struct CompletionQueue {
@@ -237,6 +241,7 @@ impl Drop for CompletionQueue {
 pub(super) enum Raw {
     Done(*mut c_void),
     Failed(*mut c_void, FabricError),
+    Remote(u64),
 }
 
 /// Placeholder rank of a completion error before the endpoint names it.
@@ -249,7 +254,7 @@ impl CompletionQueue {
         let open = |wait_obj| -> Result<*mut sys::fid_cq> {
             let mut attr = sys::fi_cq_attr {
                 size,
-                format: sys::FI_CQ_FORMAT_CONTEXT,
+                format: sys::FI_CQ_FORMAT_DATA,
                 wait_obj,
                 ..Default::default()
             };
@@ -327,13 +332,19 @@ impl CompletionQueue {
     /// target too.
     pub(super) fn read_raw(&self, out: &mut Vec<Raw>, max: usize) -> Result<usize> {
         const BATCH: usize = 32;
-        let mut entries = [sys::fi_cq_entry::default(); BATCH];
+        let mut entries = [sys::fi_cq_data_entry::default(); BATCH];
         let want = max.min(BATCH);
-        // SAFETY: room for `want` entries of the CQ's format (CONTEXT).
+        // SAFETY: room for `want` entries of the CQ's format (DATA).
         let rc = unsafe { sys::fi_cq_read(self.ptr, entries.as_mut_ptr().cast(), want) };
         if rc >= 0 {
             let n = rc as usize;
-            out.extend(entries[..n].iter().map(|e| Raw::Done(e.op_context)));
+            out.extend(entries[..n].iter().map(|e| {
+                if e.flags & sys::FI_REMOTE_CQ_DATA as u64 != 0 {
+                    Raw::Remote(e.data)
+                } else {
+                    Raw::Done(e.op_context)
+                }
+            }));
             return Ok(n);
         }
         if is_again(rc) {

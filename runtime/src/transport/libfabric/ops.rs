@@ -186,6 +186,74 @@ impl Endpoint {
         result
     }
 
+    /// Writes `src` to `offset` of the peer's registration `dst` carrying
+    /// `data` (`FI_REMOTE_CQ_DATA`): the peer's [`Endpoint::poll`] returns
+    /// [`Event::Remote`]`(data)` once the bytes are in its memory. The
+    /// runtime's notification in one operation instead of two, where the
+    /// provider offers remote CQ data ([`super::Attributes::cq_data`]) and
+    /// the target reads its queue anyway (manual progress): the target
+    /// sets the word when it reads the event. Ordered after earlier
+    /// writes to the peer like [`Self::notify`] (in-order and fence only).
+    pub(crate) fn write_with_data(
+        &self,
+        peer: Peer,
+        src: LocalSlice<'_>,
+        dst: &RemoteMemory,
+        offset: u64,
+        data: u64,
+        id: u32,
+    ) -> Result<()> {
+        let attrs = self.attributes();
+        if !attrs.cq_data || self.order() == NotifyOrder::DeliveryComplete {
+            return Err(FabricError::Unsupported {
+                provider: attrs.provider.clone(),
+                what: "8-byte remote CQ data with in-order or fenced writes",
+            });
+        }
+        let addr = dst.at(offset, src.len)?;
+        if src.len == 0 || src.len > attrs.max_write {
+            return Err(FabricError::Invalid(format!(
+                "a write of {} bytes (1 to {} in one operation)",
+                src.len, attrs.max_write
+            )));
+        }
+        let token = Token {
+            peer: peer.rank,
+            id,
+        };
+        let mut flags = (sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA) as u64;
+        if self.order() == NotifyOrder::Fence {
+            flags |= sys::FI_FENCE as u64;
+        }
+        if src.len <= attrs.inject_size {
+            flags |= sys::FI_INJECT as u64;
+        }
+        self.post(peer, "fi_writemsg (with data)", || {
+            let iov = sys::iovec {
+                iov_base: src.ptr.cast(),
+                iov_len: src.len,
+            };
+            let mut desc = src.desc;
+            let rma = sys::fi_rma_iov {
+                addr,
+                len: src.len,
+                key: dst.key,
+            };
+            let msg = sys::fi_msg_rma {
+                msg_iov: &iov,
+                desc: &mut desc,
+                iov_count: 1,
+                addr: peer.addr,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                context: context(token, false),
+                data,
+            };
+            // SAFETY: as in `write`.
+            unsafe { sys::fi_writemsg(self.ptr, &msg, flags) }
+        })
+    }
+
     /// Sets the 4-byte word at `offset` of the peer's registration `words`
     /// to `value`, after every write posted before it to that peer (the
     /// provider's [`NotifyOrder`]).
@@ -468,6 +536,7 @@ impl Endpoint {
                     }
                     out.push(Event::Done(token));
                 }
+                Raw::Remote(data) => out.push(Event::Remote(data)),
                 Raw::Failed(ctx, mut error) => {
                     let (token, tracked) = decode(ctx);
                     if let FabricError::Peer { peer, .. } = &mut error {

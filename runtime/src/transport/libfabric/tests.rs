@@ -86,6 +86,7 @@ fn poll_until(ep: &Endpoint, what: &str, mut done: impl FnMut(&[Token]) -> bool)
             match e {
                 Event::Done(t) => completed.push(*t),
                 Event::Failed(t, err) => panic!("{what}: operation {t:?} failed: {err}"),
+                Event::Remote(d) => panic!("{what}: unexpected remote data {d:#x}"),
             }
         }
         if done(&completed) {
@@ -261,12 +262,20 @@ fn writes_land_intact() {
 /// acknowledges each round with a word of its own, so the next round's
 /// data does not change the bytes it is checking. Run with every ordering
 /// mechanism the provider offers.
-fn notification_never_overtakes_data(test: &str, order: NotifyOrder) {
+///
+/// With `by_data`, the notification rides on the data's write as remote
+/// CQ data ([`Endpoint::write_with_data`]) and the target sets the word
+/// when its poll returns the event.
+fn notification_never_overtakes_data(test: &str, order: NotifyOrder, by_data: bool) {
     let Some((nodes, peers)) = mesh(test, 2, Some(order)) else {
         return;
     };
     let (a, b) = (nodes[0].endpoint.clone(), nodes[1].endpoint.clone());
     assert_eq!(a.attributes().order, order);
+    if by_data && !a.attributes().cq_data {
+        skip(test, &format!("{PROVIDER} offers no 8-byte remote CQ data"));
+        return;
+    }
     const LEN: usize = 4 << 20;
     const ROUNDS: u64 = 240;
     let sizes = [
@@ -309,7 +318,14 @@ fn notification_never_overtakes_data(test: &str, order: NotifyOrder) {
                 while word.load(Ordering::Acquire) != round as u32 + 1 {
                     events.clear();
                     b.poll(&mut events).map_err(|e| e.to_string())?;
-                    acked += events.len() as u64;
+                    for e in &events {
+                        match e {
+                            // The runtime's part: set the word it names.
+                            Event::Remote(d) => word.store(*d as u32, Ordering::Release),
+                            Event::Done(_) => acked += 1,
+                            Event::Failed(t, err) => return Err(format!("{t:?}: {err}")),
+                        }
+                    }
                     if start.elapsed() > PATIENCE {
                         return Err(format!("round {round}: no notification"));
                     }
@@ -331,7 +347,10 @@ fn notification_never_overtakes_data(test: &str, order: NotifyOrder) {
             while acked < ROUNDS && start.elapsed() < PATIENCE {
                 events.clear();
                 b.poll(&mut events).map_err(|e| e.to_string())?;
-                acked += events.len() as u64;
+                acked += events
+                    .iter()
+                    .filter(|e| matches!(e, Event::Done(_)))
+                    .count() as u64;
             }
             drop((dst_mr, words_mr));
             Ok(())
@@ -348,33 +367,37 @@ fn notification_never_overtakes_data(test: &str, order: NotifyOrder) {
             *b = pattern(round, i);
         }
         src.write(0, &bytes[..len]).unwrap();
-        a.write(
-            to_b,
-            src_mr.slice(0, len).unwrap(),
-            &dst_remote,
-            0,
-            2 * round as u32,
-        )
-        .unwrap();
-        a.notify(
-            to_b,
-            &words_remote,
-            64,
-            round as u32 + 1,
-            2 * round as u32 + 1,
-        )
-        .unwrap();
+        let src_slice = src_mr.slice(0, len).unwrap();
+        let requests = if by_data {
+            let data = round + 1;
+            a.write_with_data(to_b, src_slice, &dst_remote, 0, data, round as u32)
+                .unwrap();
+            1
+        } else {
+            a.write(to_b, src_slice, &dst_remote, 0, 2 * round as u32)
+                .unwrap();
+            a.notify(
+                to_b,
+                &words_remote,
+                64,
+                round as u32 + 1,
+                2 * round as u32 + 1,
+            )
+            .unwrap();
+            2
+        };
         let start = Instant::now();
         let mut completed = 0;
         // Both requests complete (the source is free again) and the target
         // has checked the round.
-        while completed < 2 || ack_word.load(Ordering::Acquire) != round as u32 + 1 {
+        while completed < requests || ack_word.load(Ordering::Acquire) != round as u32 + 1 {
             events.clear();
             a.poll(&mut events).unwrap();
             for e in &events {
                 match e {
                     Event::Done(_) => completed += 1,
                     Event::Failed(t, err) => panic!("{test}: {t:?} failed: {err}"),
+                    Event::Remote(d) => panic!("{test}: unexpected remote data {d:#x}"),
                 }
             }
             // A target that stopped (it failed, or it sent its last
@@ -405,6 +428,16 @@ fn notification_never_overtakes_data_in_order() {
     notification_never_overtakes_data(
         "notification_never_overtakes_data_in_order",
         NotifyOrder::InOrder,
+        false,
+    );
+}
+
+#[test]
+fn notification_as_remote_cq_data_never_overtakes_data() {
+    notification_never_overtakes_data(
+        "notification_as_remote_cq_data_never_overtakes_data",
+        NotifyOrder::InOrder,
+        true,
     );
 }
 
@@ -413,6 +446,7 @@ fn notification_never_overtakes_data_delivery_complete() {
     notification_never_overtakes_data(
         "notification_never_overtakes_data_delivery_complete",
         NotifyOrder::DeliveryComplete,
+        false,
     );
 }
 
@@ -421,6 +455,7 @@ fn notification_never_overtakes_data_fence() {
     notification_never_overtakes_data(
         "notification_never_overtakes_data_fence",
         NotifyOrder::Fence,
+        false,
     );
 }
 
