@@ -128,6 +128,10 @@ struct Side<'m> {
     max: usize,
     by_data: bool,
     events: Vec<Event>,
+    /// Operations posted and completed: under manual progress a side
+    /// must keep reading its queue until its own last operations are
+    /// done before it blocks anywhere else (the TCP sync).
+    posted: u64,
     completed: u64,
 }
 
@@ -146,6 +150,20 @@ impl Side<'_> {
                     .u32_at(4 * (d >> 32) as usize)
                     .expect("word")
                     .store(*d as u32, Ordering::Release),
+            }
+        }
+    }
+
+    /// Reads completions until every operation posted has completed.
+    fn drain(&mut self) {
+        let start = Instant::now();
+        while self.completed < self.posted {
+            self.poll();
+            if start.elapsed() > Duration::from_secs(60) {
+                panic!(
+                    "{} operations did not complete within 60 s",
+                    self.posted - self.completed
+                );
             }
         }
     }
@@ -171,6 +189,7 @@ impl Side<'_> {
             self.ep
                 .write_with_data(self.peer, src, &self.remote.data, self.max as u64, data, 0)
                 .expect("write with data");
+            self.posted += 1;
             return;
         }
         if len > 0 {
@@ -178,10 +197,12 @@ impl Side<'_> {
             self.ep
                 .write(self.peer, src, &self.remote.data, self.max as u64, 0)
                 .expect("write");
+            self.posted += 1;
         }
         self.ep
             .notify(self.peer, &self.remote.words, 4 * w as u64, value, 1)
             .expect("notify");
+        self.posted += 1;
     }
 }
 
@@ -278,6 +299,7 @@ fn main() {
             other => panic!("--notify: word or data, not {other}"),
         },
         events: Vec::new(),
+        posted: 0,
         completed: 0,
     };
     let _ = side.buf;
@@ -288,6 +310,7 @@ fn main() {
         let iters = iterations(&args, size);
         let warmup = (iters / 10).max(10);
         for rep in 0..args.reps {
+            side.drain();
             sync(&mut tcp).expect("sync");
             let mut start = Instant::now();
             for i in 0..warmup + iters {
@@ -323,6 +346,7 @@ fn main() {
         if args.bw_iters == 0 {
             break;
         }
+        side.drain();
         sync(&mut tcp).expect("sync");
         let round = rep as u32 + 1;
         if measuring {
@@ -338,10 +362,12 @@ fn main() {
                     .write(side.peer, src, &side.remote.data, max as u64, 0)
                     .expect("write");
                 posted += 1;
+                side.posted += 1;
             }
             side.ep
                 .notify(side.peer, &side.remote.words, 4, round, 1)
                 .expect("notify");
+            side.posted += 1;
             side.await_word(2, round);
             let elapsed = start.elapsed().as_secs_f64();
             let bytes = args.bw_iters as f64 * args.bw_size as f64;
@@ -359,9 +385,11 @@ fn main() {
             side.ep
                 .notify(side.peer, &side.remote.words, 8, round, 1)
                 .expect("notify");
+            side.posted += 1;
         }
     }
     // Let the last operations complete before closing.
+    side.drain();
     sync(&mut tcp).expect("sync");
     let until = Instant::now() + Duration::from_millis(200);
     while Instant::now() < until {

@@ -153,6 +153,9 @@ impl Endpoint {
         if tracked {
             flags |= sys::FI_DELIVERY_COMPLETE as u64;
             self.peer_state(peer.rank, |p| p.outstanding += 1);
+        } else if src.len <= self.attributes().inject_size {
+            // Copied at the call: the provider need not keep the source.
+            flags |= sys::FI_INJECT as u64;
         }
         let result = self.post(peer, "fi_writemsg", || {
             let iov = sys::iovec {
