@@ -53,7 +53,8 @@
 //!    `tcp;ofi_rxm` offers it (one TCP stream per peer pair; libfabric
 //!    1.17 reports `max_order_waw_size` unlimited), and so does
 //!    `verbs;ofi_rxm` (one RC queue pair per peer pair, whose WRITEs land
-//!    in order).
+//!    in order; seen on Soft-RoCE: `max_order_waw_size` 8 MiB, so writes
+//!    are split at 8 MiB).
 //! 2. [`NotifyOrder::Fence`]: the provider has `FI_FENCE`; the word's
 //!    write carries it and starts after everything before it to that peer
 //!    completed. (`tcp;ofi_rxm` 1.17 does not offer `FI_FENCE`.)
@@ -64,8 +65,9 @@
 //!    word; for providers that offer neither of the above (EFA's RDM
 //!    endpoint offers no write-after-write order).
 //!
-//! `tcp;ofi_rxm` 1.17 reports `max_order_waw_size` 0 when `FI_ATOMIC` is
-//! asked for (its atomics are emulated over messages), so by default the
+//! `tcp;ofi_rxm` and `verbs;ofi_rxm` 1.17 report `max_order_waw_size` 0
+//! when `FI_ATOMIC` is asked for (rxm emulates atomics over messages), so
+//! by default the
 //! layer takes it in order and without atomics; [`Query::atomics`] asks
 //! for atomics, which then come with [`NotifyOrder::DeliveryComplete`].
 //!
@@ -76,7 +78,10 @@
 //! [`Event::Remote`] once the data is in its memory, and the runtime sets
 //! the word then. One operation each way instead of two (on TCP one
 //! message instead of two): the runtime's choice for `write_notify` where
-//! [`Attributes::cq_data`] and [`Attributes::manual_progress`] hold. Not
+//! [`Attributes::cq_data`] and [`Attributes::manual_progress`] hold
+//! (`tcp;ofi_rxm`: 8 bytes; `verbs;ofi_rxm` offers 4, too few for word
+//! and value, and there the word's WRITE is pipelined behind the data's
+//! on the queue pair anyway). Not
 //! for NIC-progressed providers (`cxi`, `efa`): there the word would wait
 //! for the target's CPU.
 //!
@@ -100,6 +105,23 @@
 //!   they spin (as the TCP transport's waiters read their connections,
 //!   decision 0026), since a sleeping engine thread adds a wake-up to
 //!   every round trip.
+//!
+//! The same holds for the sending side: under manual progress a large
+//! write that `poll` is not called for stays partly unsent. A rank that
+//! blocks somewhere else (a barrier on the control connection, the end of
+//! the job) while its own writes are outstanding deadlocks with a peer
+//! that waits for them (seen: the benchmark's 4 MiB ping-pong, whose last
+//! write never left while the writer sat in a TCP read). The engine
+//! thread's polling covers it in the runtime; `gaspi_proc_term` must
+//! drain before it closes the endpoint.
+//!
+//! `verbs;ofi_rxm` on Soft-RoCE (the VM of `tests/rdma-vm/`, run by hand:
+//! bench/results/2026-11-26-i28-libfabric-layer-verbs-rxm-softroce.txt):
+//! its endpoint failed to enable ("Unable to create verbs CQ",
+//! `fi_enable`: EINVAL) until the VM ran with `ulimit -l unlimited` and
+//! `FI_OFI_RXM_MSG_CQ_SIZE=1024 FI_UNIVERSE_SIZE=8`; it also needs the
+//! `rdma_ucm` module (librdmacm), which the VM did not load. With those,
+//! every test here passed over it.
 //!
 //! `poll` is thread-safe (`FI_THREAD_SAFE`); any thread may drive it, and
 //! events go to whichever thread read them: the runtime settles them in

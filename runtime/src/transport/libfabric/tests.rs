@@ -634,13 +634,26 @@ fn helper_child_endpoint() {
     // SAFETY: writes a valid buffer to the process's standard output.
     let written = unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
     assert_eq!(written, line.len() as isize);
+    // Until killed; a parent that died without killing it leaves it
+    // running no longer than this.
+    let start = Instant::now();
     let mut events = Vec::new();
-    loop {
+    while start.elapsed() < 2 * PATIENCE {
         events.clear();
         let _ = n.endpoint.poll(&mut events);
         n.endpoint
             .completion_queue()
             .wait(Duration::from_millis(10));
+    }
+}
+
+/// Kills and reaps the child process however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -653,20 +666,22 @@ fn a_dead_peer_is_named() {
     let Some(me) = node(test, Some(NotifyOrder::InOrder)) else {
         return;
     };
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "transport::libfabric::tests::helper_child_endpoint",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_VAR, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "transport::libfabric::tests::helper_child_endpoint",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_VAR, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let out = BufReader::new(child.0.stdout.take().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in out.lines().map_while(|l| l.ok()) {
@@ -679,8 +694,7 @@ fn a_dead_peer_is_named() {
         }
     });
     let Ok(line) = rx.recv_timeout(PATIENCE) else {
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(child);
         panic!("{test}: the child process printed no address within {PATIENCE:?}");
     };
     let unhex = |s: &str| {
@@ -702,8 +716,8 @@ fn a_dead_peer_is_named() {
         .unwrap();
     poll_until(&me.endpoint, "a write to the live child", |d| !d.is_empty());
 
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let start = Instant::now();
     let mut events = Vec::new();
     let mut id = 2;
