@@ -118,10 +118,13 @@
 //! `verbs;ofi_rxm` on Soft-RoCE (the VM of `tests/rdma-vm/`, run by hand:
 //! bench/results/2026-11-26-i28-libfabric-layer-verbs-rxm-softroce.txt):
 //! its endpoint failed to enable ("Unable to create verbs CQ",
-//! `fi_enable`: EINVAL) until the VM ran with `ulimit -l unlimited` and
-//! `FI_OFI_RXM_MSG_CQ_SIZE=1024 FI_UNIVERSE_SIZE=8`; it also needs the
-//! `rdma_ucm` module (librdmacm), which the VM did not load. With those,
-//! every test here passed over it.
+//! `fi_enable`: EINVAL): rxm sizes its message completion queue for
+//! `FI_UNIVERSE_SIZE` peers (default 256), more than Soft-RoCE's queues
+//! take. `ulimit -l unlimited` alone did not help; with
+//! `FI_OFI_RXM_MSG_CQ_SIZE=1024 FI_UNIVERSE_SIZE=8` (and `ulimit -l
+//! unlimited`) every test here passed over it. The launcher should set
+//! `FI_UNIVERSE_SIZE` to the job's size, as MPI launchers do. It also
+//! needs the `rdma_ucm` module (librdmacm), which the VM did not load.
 //!
 //! `poll` is thread-safe (`FI_THREAD_SAFE`); any thread may drive it, and
 //! events go to whichever thread read them: the runtime settles them in
