@@ -330,7 +330,17 @@ fn busy(go_file: &Path, stop_file: &Path, min_rounds: u64) -> Res {
     say(&g, "ready");
     wait_file(go_file, &g, true)?;
     let mut round = 0u64;
-    while round < min_rounds || !stop_file.exists() {
+    loop {
+        // Whether to stop is decided together: a rank that saw the stop
+        // file one round later than the others would start a round alone
+        // (its segment_create could then meet their closing barrier, and
+        // it would wait for a write that never comes).
+        let seen = u64::from(round >= min_rounds && stop_file.exists());
+        let mut stop = [0u64];
+        g.allreduce(&[seen], &mut stop, ReduceOp::Max, Group::ALL, LONG)?;
+        if stop[0] != 0 {
+            break;
+        }
         ensure!(round < 100_000, "never stopped");
         let id = SegId(1 + (round % 2) as u8);
         let seg = g.segment_create(id, 1 << 16, Memory::Host, Group::ALL, LONG)?;

@@ -16,11 +16,26 @@ int main (void)
   CHECK (gaspi_segment_create (0, 4096, GASPI_GROUP_ALL, GASPI_BLOCK, 0));
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
   gaspi_rank_t victim = num - 1;
+  /* The victim dies only once every survivor has left the first barrier
+     (each tells it so): a member dying while others are still inside a
+     barrier fails it there (decision 0018), which is not what this first
+     barrier is for, and when that happens must not depend on scheduling
+     (decision 0035). */
   if (rank == victim)
     {
+      for (gaspi_rank_t told = 0; told < victim; told++)
+        {
+          gaspi_notification_id_t id;
+          gaspi_notification_t v;
+          CHECK (gaspi_notify_waitsome (0, 0, victim, &id, GASPI_BLOCK));
+          CHECK (gaspi_notify_reset (0, id, &v));
+        }
       fflush (stdout);
       raise (SIGKILL);
     }
+  /* Not waited for here: once the victim is gone, a wait on a queue with
+     requests to it fails naming it, as the one below must. */
+  CHECK (gaspi_notify (0, victim, rank, 1, 0, GASPI_BLOCK));
 
   /* The barrier cannot complete: it fails, naming no hang. */
   EXPECT_CODE (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK), GASPI_ERROR);

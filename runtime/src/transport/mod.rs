@@ -34,6 +34,8 @@
 
 pub(crate) mod assisted_copy;
 pub(crate) mod cuda_ipc;
+#[cfg(feature = "libfabric")]
+pub(crate) mod libfabric;
 pub(crate) mod outstanding;
 pub(crate) mod shared_memory;
 pub(crate) mod tcp;

@@ -1,0 +1,10 @@
+/* The headers bindgen reads: libfabric's core, domain, endpoint,
+ * connection, RMA and atomic interfaces and its error codes. */
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
