@@ -149,8 +149,8 @@ impl Inner {
         let token = match self.abandoned_atomics.adopt(&key) {
             Some(token) => token,
             None => {
-                let token = self.next_token();
-                self.expect_reply(token);
+                let token = self.peers.next_token();
+                self.peers.expect_reply(token);
                 let msg = Message::Atomic {
                     token,
                     seg: seg.0,
@@ -158,24 +158,27 @@ impl Inner {
                     op,
                 };
                 // The whole frame or nothing: not sent, it has no effect.
-                if let Err(e) = self.send_by(rank, &msg, Urgency::Within(deadline), name) {
-                    self.forget_reply(token);
+                if let Err(e) = self
+                    .peers
+                    .send_by(rank, &msg, Urgency::Within(deadline), name)
+                {
+                    self.peers.forget_reply(token);
                     return Err(e);
                 }
                 token
             }
         };
-        match self.await_reply(rank, token, deadline, name) {
+        match self.peers.await_reply(rank, token, deadline, name) {
             Err(e @ Error::Timeout { .. }) => {
                 // Sent, so it will be applied: the next identical call
                 // takes its answer instead of sending another.
                 if let Some(dropped) = self.abandoned_atomics.abandon(key, token) {
-                    self.forget_reply(dropped);
+                    self.peers.forget_reply(dropped);
                 }
                 Err(e)
             }
             r => {
-                self.forget_reply(token);
+                self.peers.forget_reply(token);
                 r
             }
         }

@@ -5,8 +5,9 @@ use crate::model::config::Config;
 use crate::model::config::TransportChoice;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState, SegId};
-use crate::net::connection::{ControlOut, Offered, Urgency};
+use crate::net::connection::{ControlOut, Urgency};
 use crate::net::frame::Message;
+use crate::net::peers::{Peer, PeerEvents, Peers};
 use crate::net::rendezvous::{self, Endpoint};
 use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
@@ -17,44 +18,12 @@ use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::waiter_progress::{WaitWork, WaiterProgress};
 use gaspi_segments::HostId;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Index of the internal system segment in the remote tables; user ids are
 /// below `segment_max` <= 255, so 255 is never a user's.
 pub(crate) const SYSTEM_SEG: usize = 255;
-
-/// One other rank (or this one) as seen from here.
-#[derive(Debug)]
-pub(crate) struct Peer {
-    pub endpoint: Endpoint,
-    state: AtomicU8,
-    /// Order in which this rank was found gone, among all (`u64::MAX`:
-    /// healthy). Set right after `state`: a reader may see the state first
-    /// and a stale `u64::MAX` for a moment, which only ranks it last.
-    failed_seq: AtomicU64,
-    /// Control connection (writing side): made at start-up with rank 0,
-    /// on first use with the others (`Inner::control_to`); never for this
-    /// rank.
-    pub(crate) control: OnceLock<ControlOut>,
-    /// Held while this rank connects to the peer.
-    connecting: Mutex<()>,
-    /// How its segments are reached; `None` when no transport does.
-    pub transport: Option<Arc<dyn Transport>>,
-    /// Answers (`Settled`, per queue) owed to this peer for requests a
-    /// waiter applied: they ride on the next frame sent to it, or the
-    /// progress engine sends them (`waiter_progress.rs`).
-    pub settle_stash: crate::transport::tcp::serve::SettleStash,
-}
-
-/// Replies to requests, keyed by token, and the condition waiters sleep on.
-#[derive(Debug, Default)]
-pub(crate) struct Replies {
-    done: Mutex<HashMap<u64, Option<std::result::Result<u64, String>>>>,
-    cv: Condvar,
-}
 
 /// Everything the calls and the progress engine share.
 #[derive(Debug)]
@@ -62,31 +31,20 @@ pub(crate) struct Inner {
     pub config: Config,
     pub rank: Rank,
     pub size: u32,
-    pub peers: Vec<Peer>,
+    /// The other ranks: alive or not, control connections, replies.
+    pub peers: Arc<Peers>,
+    /// How each rank's segments are reached (`None`: no transport does).
+    pub transports: Vec<Option<Arc<dyn Transport>>>,
     /// This rank's segments and the segments peers registered with it.
     pub tables: SegmentTables,
     pub queues: Vec<QueueState>,
     /// The internal segment whose notifications carry collectives.
     pub system: Arc<LocalSegment>,
     pub groups: GroupTable,
-    pub replies: Replies,
-    tokens: AtomicU64,
     /// Reads posted through the TCP transport, awaiting their data.
-    pub posted_reads: crate::transport::tcp::PostedReads,
-    /// Connections this rank's threads made, for the progress engine to
-    /// read (it takes them when woken).
-    pub made_connections: Mutex<Vec<(Rank, Arc<std::net::TcpStream>)>>,
-    /// Orderly ends of ranks this one has no connection to, reported by
-    /// third ranks: the progress engine decides on them (a connection of
-    /// theirs may still be in its handshake, holding frames sent before
-    /// the end; `progress.rs`, decision 0018).
-    pub relayed_ends: Mutex<Vec<Rank>>,
-    /// Wakes the progress engine.
-    pub engine_waker: OnceLock<Arc<mio::Waker>>,
+    pub posted_reads: Arc<crate::transport::tcp::PostedReads>,
     /// Sweeps of every connection asked of the engine (`term`).
     pub sweeps: crate::progress::Sweeps,
-    /// Ranks found gone so far (orders `Peer::failed_seq`).
-    failures: AtomicU64,
     /// Atomic requests whose call returned `Timeout`, for an identical
     /// call to adopt (`atomics.rs`, decision 0029).
     pub abandoned_atomics: crate::atomics::AbandonedAtomics,
@@ -124,10 +82,6 @@ const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
 /// How long `term` waits for the progress engine to read every connection
 /// before its goodbye (the engine never blocks: milliseconds).
 const SWEEP_BOUND: Duration = Duration::from_millis(500);
-
-const HEALTHY: u8 = 0;
-const TERMINATED: u8 = 1;
-const CORRUPT: u8 = 2;
 
 /// Bytes of one allreduce slot of the system segment for an
 /// `allreduce_elem_max` of `elem_max` (8-byte elements, rounded up to a
@@ -174,95 +128,15 @@ pub(crate) fn group_words(
 }
 
 impl Inner {
-    /// Fails with an error naming `rank` unless it is healthy.
-    pub fn peer_ok(&self, rank: Rank) -> Result<()> {
-        match self.peers[rank.0 as usize].state.load(Ordering::Acquire) {
-            HEALTHY => Ok(()),
-            TERMINATED => Err(Error::PeerTerminated { rank }),
-            _ => Err(Error::PeerDead { rank }),
-        }
-    }
-
-    /// Why a collective of `members` that now waits for `needed` cannot
-    /// complete, if it cannot: a member known dead (named, whichever member
-    /// it is: every survivor learns of a death on its own connection, so
-    /// every member fails at once, naming the same rank), else a needed
-    /// rank that is gone (dead or terminated). Members that terminated in
-    /// order are no failure unless needed: they may have left a collective
-    /// they had completed. The one rule every collective applies.
-    /// When several members are dead, the one found dead first is named:
-    /// later deaths may be consequences of it (ranks that gave up).
-    pub fn collective_failure(&self, members: &[Rank], needed: &[Rank]) -> Option<Error> {
-        members
-            .iter()
-            .filter(|&&r| self.state_of(r) == RankState::Corrupt)
-            .min_by_key(|&&r| self.peers[r.0 as usize].failed_seq.load(Ordering::Acquire))
-            .map(|&rank| Error::PeerDead { rank })
-            .or_else(|| needed.iter().find_map(|&r| self.peer_ok(r).err()))
-    }
-
-    /// The error-state vector entry of `rank`.
-    pub fn state_of(&self, rank: Rank) -> RankState {
-        match self.peers[rank.0 as usize].state.load(Ordering::Acquire) {
-            HEALTHY => RankState::Healthy,
-            TERMINATED => RankState::Terminated,
-            _ => RankState::Corrupt,
-        }
-    }
-
-    /// Records that `rank` is gone; wakes every waiter so it can notice.
-    /// True when this changed its state (the first news of it).
-    pub fn mark(&self, rank: Rank, state: RankState) -> bool {
-        let v = match state {
-            RankState::Healthy => return false,
-            RankState::Terminated => TERMINATED,
-            RankState::Corrupt => CORRUPT,
-        };
-        let changed = self.peers[rank.0 as usize]
-            .state
-            .compare_exchange(HEALTHY, v, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        if changed {
-            // Reads it will never answer: let their segments go.
-            self.posted_reads.forget_rank(rank);
-            let seq = self.failures.fetch_add(1, Ordering::AcqRel);
-            self.peers[rank.0 as usize]
-                .failed_seq
-                .store(seq, Ordering::Release);
-            match state {
-                RankState::Corrupt => tracing::warn!(
-                    rank = rank.0,
-                    "{rank} is dead or unreachable; marked corrupt"
-                ),
-                _ => tracing::debug!(rank = rank.0, "{rank} terminated"),
-            }
-            self.wake_all();
-        }
-        changed
-    }
-
-    /// A token no other request of this rank carries.
-    pub fn next_token(&self) -> u64 {
-        self.tokens.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Wakes the progress engine: it takes the connections this rank's
-    /// threads made and closes those a waiter found ended.
-    pub fn wake_engine(&self) {
-        if let Some(w) = self.engine_waker.get() {
-            let _ = w.wake();
-        }
-    }
-
     /// Sends the answers waiters left owed to peers, if any (progress
     /// engine; see `transport/tcp/serve.rs`, `SettleStash`).
     pub fn send_owed_answers(&self) {
         if !self.waiter_progress.take_owed() {
             return;
         }
-        for (r, peer) in self.peers.iter().enumerate() {
+        for (r, peer) in self.peers.iter() {
             if let Some(owed) = peer.settle_stash.take_frames() {
-                let _ = self.send_frame_by(Rank(r as u32), &owed, Urgency::Now, "settle");
+                let _ = self.peers.send_frame_by(r, &owed, Urgency::Now, "settle");
             }
         }
     }
@@ -275,306 +149,7 @@ impl Inner {
         self.system.notifications.signal();
         self.groups.wake();
         self.passive.wake();
-        let _guard = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
-        self.replies.cv.notify_all();
-    }
-
-    /// Checks a rank number.
-    /// Whether `rank` exists and is healthy, as a yes or no (short path).
-    #[inline(always)]
-    pub fn peer_healthy(&self, rank: Rank) -> bool {
-        self.peers
-            .get(rank.0 as usize)
-            .is_some_and(|p| p.state.load(Ordering::Acquire) == HEALTHY)
-    }
-
-    pub fn check_rank(&self, rank: Rank) -> Result<()> {
-        if rank.0 >= self.size {
-            return Err(Error::BadRank {
-                rank,
-                size: self.size,
-            });
-        }
-        Ok(())
-    }
-
-    /// Sends `msg` to `rank` at once, however full its outbox is: for the
-    /// progress engine's replies and for clean-up that must not wait
-    /// (`net/connection.rs`).
-    pub fn send(&self, rank: Rank, msg: &Message) -> Result<()> {
-        self.send_by(rank, msg, Urgency::Now, "send")
-    }
-
-    /// Sends `msg` on the control connection to `rank`: the whole frame or,
-    /// when the peer has not read what it was sent and `urgency` allows no
-    /// more waiting, nothing and [`Error::Timeout`] naming `op`.
-    pub fn send_by(
-        &self,
-        rank: Rank,
-        msg: &Message,
-        urgency: Urgency,
-        op: &'static str,
-    ) -> Result<()> {
-        let frame = crate::net::frame::encode(msg)?;
-        self.send_frame_by(rank, &frame, urgency, op)
-    }
-
-    /// [`Inner::send_by`] of a frame already encoded.
-    pub fn send_frame_by(
-        &self,
-        rank: Rank,
-        frame: &[u8],
-        urgency: Urgency,
-        op: &'static str,
-    ) -> Result<()> {
-        self.send_parts_by(rank, &[frame], urgency, op, None)
-    }
-
-    /// [`Inner::send_frame_by`] of a frame in pieces (a write's head and
-    /// its data where it lies), written with one system call where the
-    /// socket takes them. With `lent`, what the socket does not take of
-    /// the last part stays where it lies until it is written
-    /// (`ControlOut::offer_parts`).
-    pub fn send_parts_by(
-        &self,
-        rank: Rank,
-        parts: &[&[u8]],
-        urgency: Urgency,
-        op: &'static str,
-        lent: Option<&crate::net::connection::Keep>,
-    ) -> Result<()> {
-        self.peer_ok(rank)?;
-        let deadline = match urgency {
-            Urgency::Now => None,
-            Urgency::Within(d) => d,
-        };
-        let control = self.control_to(rank, deadline)?;
-        let gone = || match self.peer_ok(rank) {
-            Err(e) => e,
-            Ok(()) => Error::PeerDead { rank },
-        };
-        // Answers owed to the peer go first, in the same system call (a
-        // ping-pong's answer carries the settlement of the request it
-        // answers). They never wait for room, whatever the frame does.
-        let owed_frames = self.peers[rank.0 as usize].settle_stash.take_frames();
-        let owed: &[u8] = owed_frames.as_deref().unwrap_or(&[]);
-        let mut owed_pending = !owed.is_empty();
-        let mut joined: [&[u8]; 4] = [&[]; 4];
-        if owed_pending && parts.len() >= joined.len() {
-            if control.offer(owed, true).is_err() {
-                return Err(gone());
-            }
-            owed_pending = false;
-        }
-        loop {
-            let now = urgency == Urgency::Now;
-            let offered = if owed_pending {
-                joined[0] = owed;
-                joined[1..=parts.len()].copy_from_slice(parts);
-                control.offer_parts(&joined[..=parts.len()], now, lent)
-            } else {
-                control.offer_parts(parts, now, lent)
-            };
-            match offered {
-                Ok(Offered::Sent | Offered::Queued) => return Ok(()),
-                Ok(Offered::Full) => {
-                    // The frame waits for room; the answers do not.
-                    if owed_pending {
-                        if control.offer(owed, true).is_err() {
-                            return Err(gone());
-                        }
-                        owed_pending = false;
-                    }
-                }
-                Err(e) => {
-                    // The connection is closed: the progress engine reads
-                    // it too and decides between "ended in order" and
-                    // "dead" (it saw a goodbye or not); until it has, the
-                    // rank is reported dead without being marked.
-                    tracing::debug!("sending to {rank}: {e}");
-                    return Err(gone());
-                }
-            }
-            self.peer_ok(rank)?;
-            let nap = crate::model::error::nap(deadline, Duration::from_millis(50), op)?;
-            control.wait_room(nap);
-        }
-    }
-
-    /// The control connection to `rank`, made now if this is the first
-    /// use (decision 0022): connected to the peer's control listener and
-    /// authenticated within `deadline` (`None`: while the peer lives), then
-    /// handed to the progress engine for reading. The engine itself never
-    /// connects (it must not block): its answers go to peers that reached
-    /// it, whose connection it keeps.
-    pub fn control_to(&self, rank: Rank, deadline: Option<Instant>) -> Result<&ControlOut> {
-        let peer = &self.peers[rank.0 as usize];
-        if let Some(c) = peer.control.get() {
-            return Ok(c);
-        }
-        if rank == self.rank || crate::progress::on_engine_thread() {
-            return Err(Error::Protocol(format!("no control connection to {rank}")));
-        }
-        let _one = peer.connecting.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = peer.control.get() {
-            return Ok(c);
-        }
-        let stream = rendezvous::connect_peer(
-            self.rank.0,
-            &peer.endpoint,
-            &self.config.launch.job_key,
-            deadline,
-            || self.peer_ok(rank),
-        )
-        .map_err(|e| match e {
-            // Nobody listens there any more: the process is gone (or left
-            // in order, which the survivors' gossip tells soon after).
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused => {
-                self.peer_ok(rank).err().unwrap_or(Error::PeerDead { rank })
-            }
-            e => e,
-        })?;
-        crate::net::connection::watch_liveness(&stream, self.config.peer_timeout)?;
-        let stream = Arc::new(stream);
-        // The engine may have taken a connection from the peer meanwhile:
-        // then that one carries our frames and this one only the peer's.
-        let _ = peer.control.set(ControlOut::new(stream.clone())?);
-        self.made_connections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((rank, stream));
-        self.wake_engine();
-        tracing::debug!("connected to {rank} on first use");
-        Ok(peer.control.get().expect("set just above or by the engine"))
-    }
-
-    /// Whether this rank has a control connection to `rank` (it has sent
-    /// to it, or `rank` to it, or `rank` is rank 0 or this is).
-    pub fn connected(&self, rank: Rank) -> bool {
-        self.peers[rank.0 as usize].control.get().is_some()
-    }
-
-    /// Records that `rank` is gone, on this rank's own evidence or a
-    /// peer's report, and tells every peer connected to this rank, so that
-    /// news of a death reaches ranks that never talked to the dead one
-    /// (through rank 0, which every rank is connected to). Each rank
-    /// forwards a death once, the first time it learns of it.
-    pub fn mark_gone(&self, rank: Rank, state: RankState) {
-        if !self.mark(rank, state) {
-            return;
-        }
-        let msg = Message::PeerGone {
-            rank: rank.0,
-            terminated: state == RankState::Terminated,
-        };
-        for (r, p) in self.peers.iter().enumerate() {
-            if r as u32 != rank.0 && p.control.get().is_some() && self.peer_healthy(Rank(r as u32))
-            {
-                let _ = self.send(Rank(r as u32), &msg);
-            }
-        }
-    }
-
-    /// Waits up to `bound` for every control connection to hand its queued
-    /// frames to the kernel (termination: a goodbye must not be lost).
-    fn flush_all(&self, bound: Duration) {
-        let end = Instant::now() + bound;
-        for p in &self.peers {
-            let Some(c) = p.control.get() else { continue };
-            while matches!(c.flush(), Ok(n) if n > 0) && Instant::now() < end {
-                c.wait_room(Duration::from_millis(10));
-            }
-        }
-    }
-
-    /// Sends a request built around a fresh token and waits for its reply.
-    pub fn request(
-        &self,
-        rank: Rank,
-        make: impl FnOnce(u64) -> Message,
-        deadline: Option<Instant>,
-        op: &'static str,
-    ) -> Result<()> {
-        self.request_value(rank, make, deadline, op).map(|_| ())
-    }
-
-    /// [`Inner::request`] for requests whose reply carries a value.
-    pub fn request_value(
-        &self,
-        rank: Rank,
-        make: impl FnOnce(u64) -> Message,
-        deadline: Option<Instant>,
-        op: &'static str,
-    ) -> Result<u64> {
-        let token = self.next_token();
-        self.expect_reply(token);
-        let sent = self.send_by(rank, &make(token), Urgency::Within(deadline), op);
-        let result = sent.and_then(|_| self.await_reply(rank, token, deadline, op));
-        self.forget_reply(token);
-        result
-    }
-
-    /// Waits until `deadline` for the reply to request `token` to `rank`
-    /// (sent, its room made with [`Inner::expect_reply`]), leaving its
-    /// room in place.
-    pub(crate) fn await_reply(
-        &self,
-        rank: Rank,
-        token: u64,
-        deadline: Option<Instant>,
-        op: &'static str,
-    ) -> Result<u64> {
-        // A TCP peer's answer (an atomic's old value, say): read its
-        // connection here for the spin budget before sleeping
-        // (`waiter_progress.rs`).
-        if self.transport_name(rank) == "tcp" {
-            self.waiter_progress
-                .spin_while(self.config.effective_spin(), deadline, || {
-                    let done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
-                    matches!(done.get(&token), Some(None))
-                });
-        }
-        let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(Some(r)) = done.get(&token) {
-                return r.clone().map_err(|reason| Error::Refused { rank, reason });
-            }
-            self.peer_ok(rank)?;
-            let nap = crate::model::error::nap(deadline, Duration::from_millis(50), op)?;
-            done = self
-                .replies
-                .cv
-                .wait_timeout(done, nap)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-
-    /// Makes room for the reply to request `token` (before it is sent).
-    pub fn expect_reply(&self, token: u64) {
-        self.replies
-            .done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, None);
-    }
-
-    /// Forgets request `token`: a reply that comes later is dropped.
-    pub fn forget_reply(&self, token: u64) {
-        self.replies
-            .done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&token);
-    }
-
-    /// Records a reply (progress engine).
-    pub fn complete(&self, token: u64, result: std::result::Result<u64, String>) {
-        let mut done = self.replies.done.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = done.get_mut(&token) {
-            *slot = Some(result);
-            self.replies.cv.notify_all();
-        }
+        self.peers.wake_replies();
     }
 
     /// Maps a segment that `owner` registered with this rank.
@@ -584,13 +159,14 @@ impl Inner {
         seg: usize,
         desc: &crate::model::descriptor::SegmentDescriptor,
     ) -> Result<()> {
-        let transport = self.peers[owner.0 as usize]
-            .transport
-            .as_ref()
-            .ok_or_else(|| Error::NoTransport {
-                rank: owner,
-                reason: "it is on another host and no network transport is available yet".into(),
-            })?;
+        let transport =
+            self.transports[owner.0 as usize]
+                .as_ref()
+                .ok_or_else(|| Error::NoTransport {
+                    rank: owner,
+                    reason: "it is on another host and no network transport is available yet"
+                        .into(),
+                })?;
         let remote = transport
             .attach(owner, seg as u8, desc, &self.gpu_home)
             .map_err(|e| self.owner_gone(owner, e))?;
@@ -605,6 +181,7 @@ impl Inner {
     pub fn owner_gone(&self, owner: Rank, e: Error) -> Error {
         match e {
             Error::Segment(gaspi_segments::SegmentError::OwnerGone { .. }) => self
+                .peers
                 .peer_ok(owner)
                 .err()
                 .unwrap_or(Error::PeerDead { rank: owner }),
@@ -620,10 +197,41 @@ impl Inner {
 
     /// Name of the transport to `rank`.
     pub fn transport_name(&self, rank: Rank) -> &'static str {
-        self.peers[rank.0 as usize]
-            .transport
+        self.transports[rank.0 as usize]
             .as_ref()
             .map_or("none", |t| t.name())
+    }
+}
+
+/// What the runtime does on news of a peer from the network layer.
+struct InnerEvents(std::sync::Weak<Inner>);
+
+impl PeerEvents for InnerEvents {
+    fn gone(&self, rank: Rank) {
+        if let Some(inner) = self.0.upgrade() {
+            // Reads it will never answer: let their segments go.
+            inner.posted_reads.forget_rank(rank);
+            inner.wake_all();
+        }
+    }
+
+    fn before_reply_sleep(
+        &self,
+        rank: Rank,
+        deadline: Option<Instant>,
+        waiting: &dyn Fn() -> bool,
+    ) {
+        // A TCP peer's answer (an atomic's old value, say): read its
+        // connection here for the spin budget before sleeping
+        // (`waiter_progress.rs`).
+        let Some(inner) = self.0.upgrade() else {
+            return;
+        };
+        if inner.transport_name(rank) == "tcp" {
+            inner
+                .waiter_progress
+                .spin_while(inner.config.effective_spin(), deadline, waiting);
+        }
     }
 }
 
@@ -796,6 +404,7 @@ impl Gaspi {
         let tcp = Arc::new(TcpTransport::default());
         let tcp_dyn: Arc<dyn Transport> = tcp.clone();
         let mut peers = Vec::with_capacity(size as usize);
+        let mut transports = Vec::with_capacity(size as usize);
         for ep in table {
             // A rank reaches itself through shared memory whatever else.
             let same_host =
@@ -811,23 +420,15 @@ impl Gaspi {
                 #[cfg(not(feature = "verbs"))]
                 tcp_dyn.clone()
             });
-            peers.push(Peer {
-                endpoint: ep,
-                state: AtomicU8::new(HEALTHY),
-                failed_seq: AtomicU64::new(u64::MAX),
-                // The star's connections, once start-up is over (below).
-                control: OnceLock::new(),
-                connecting: Mutex::new(()),
-                transport,
-                settle_stash: Default::default(),
-            });
+            peers.push(Peer::new(ep));
+            transports.push(transport);
         }
         // Peers reached over TCP: a spinning waiter reads their
         // connections itself, so it does not wait for (or starve) the
         // progress engine, and spins as long as any waiter does.
-        let tcp_peers = peers
+        let tcp_peers = transports
             .iter()
-            .any(|p| p.transport.as_ref().is_some_and(|t| t.name() == "tcp"));
+            .any(|t| t.as_ref().is_some_and(|t| t.name() == "tcp"));
         // Waiters help with copies posted to this rank and read the
         // connections of TCP peers while they spin (`waiter_progress.rs`).
         let waiter_progress = Arc::new(WaiterProgress::default());
@@ -848,14 +449,8 @@ impl Gaspi {
                 .collect(),
             groups: GroupTable::new(config.group_max, size),
             system,
-            replies: Replies::default(),
-            tokens: AtomicU64::new(1),
-            posted_reads: Default::default(),
-            made_connections: Mutex::new(Vec::new()),
-            relayed_ends: Mutex::new(Vec::new()),
-            engine_waker: OnceLock::new(),
+            posted_reads: tcp.posted_reads(),
             sweeps: Default::default(),
-            failures: AtomicU64::new(0),
             abandoned_atomics: Default::default(),
             stats: crate::model::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
@@ -865,7 +460,13 @@ impl Gaspi {
             copy_helper,
             waiter_progress,
             wait_work,
-            peers,
+            peers: Arc::new(Peers::new(
+                rank,
+                peers,
+                config.launch.job_key.clone(),
+                config.peer_timeout,
+            )),
+            transports,
             config,
             #[cfg(feature = "verbs")]
             verbs,
@@ -873,11 +474,18 @@ impl Gaspi {
         if let Some(helper) = &inner.copy_helper {
             helper.bind(Arc::downgrade(&inner));
         }
-        tcp.bind(Arc::downgrade(&inner));
+        tcp.bind(Arc::downgrade(&inner.peers));
+        inner
+            .peers
+            .set_events(Box::new(InnerEvents(Arc::downgrade(&inner))));
         inner.waiter_progress.bind(Arc::downgrade(&inner));
         #[cfg(feature = "verbs")]
         if let Some(v) = &inner.verbs {
-            v.bind(Arc::downgrade(&inner), tcp_dyn.clone())?;
+            v.bind(
+                Arc::downgrade(&inner.peers),
+                inner.queues.iter().map(|q| q.outstanding.clone()).collect(),
+                tcp_dyn.clone(),
+            )?;
         }
         // Every peer's system segment (mapped, for same-host peers), then
         // the start barrier: no rank leaves init before every rank has
@@ -886,8 +494,8 @@ impl Gaspi {
         // 0028). A rank that fails here tells rank 0, which stops the
         // whole job's start-up with its reason.
         let mapped = (0..size).try_for_each(|r| {
-            let desc = inner.peers[r as usize].endpoint.system.clone();
-            match inner.peers[r as usize].transport.is_some() {
+            let desc = inner.peers[Rank(r)].endpoint.system.clone();
+            match inner.transports[r as usize].is_some() {
                 true => inner.attach(Rank(r), SYSTEM_SEG, &desc),
                 false => Ok(()),
             }
@@ -898,7 +506,7 @@ impl Gaspi {
         for (r, c) in star {
             crate::net::connection::watch_liveness(&c, inner.config.peer_timeout)?;
             let c = Arc::new(c);
-            let _ = inner.peers[r as usize]
+            let _ = inner.peers[Rank(r)]
                 .control
                 .set(ControlOut::new(c.clone())?);
             readers.push((Rank(r), c));
@@ -945,13 +553,13 @@ impl Gaspi {
         // Goodbye to every peer this rank is connected to (the engine says
         // it on the connections that only carry the peers' frames).
         for r in 0..self.inner.size {
-            let connected = self.inner.peers[r as usize].control.get().is_some();
-            if r != self.inner.rank.0 && connected && self.inner.peer_ok(Rank(r)).is_ok() {
-                let _ = self.inner.send(Rank(r), &Message::Goodbye);
+            let connected = self.inner.peers[Rank(r)].control.get().is_some();
+            if r != self.inner.rank.0 && connected && self.inner.peers.peer_ok(Rank(r)).is_ok() {
+                let _ = self.inner.peers.send(Rank(r), &Message::Goodbye);
             }
         }
         // A peer that reads nothing (stopped) cannot hold the exit longer.
-        self.inner.flush_all(GOODBYE_FLUSH);
+        self.inner.peers.flush_all(GOODBYE_FLUSH);
         engine.stop();
     }
 
@@ -973,14 +581,14 @@ impl Gaspi {
     /// The error-state vector: the health of every rank as seen from here.
     pub fn state_vec(&self) -> Vec<RankState> {
         (0..self.inner.size)
-            .map(|r| self.inner.state_of(Rank(r)))
+            .map(|r| self.inner.peers.state_of(Rank(r)))
             .collect()
     }
 
     /// Name of the transport that reaches `rank`: "shm" (shared memory,
     /// CUDA IPC for GPU segments) or "tcp".
     pub fn transport(&self, rank: Rank) -> Result<&'static str> {
-        self.inner.check_rank(rank)?;
+        self.inner.peers.check_rank(rank)?;
         Ok(self.inner.transport_name(rank))
     }
 
@@ -1000,17 +608,17 @@ impl Gaspi {
     pub fn connections(&self) -> Vec<Rank> {
         (0..self.inner.size)
             .map(Rank)
-            .filter(|&r| r != self.inner.rank && self.inner.connected(r))
+            .filter(|&r| r != self.inner.rank && self.inner.peers.connected(r))
             .collect()
     }
 
     /// Checks that `rank` is alive and answering, within `timeout`.
     pub fn proc_ping(&self, rank: Rank, timeout: crate::Timeout) -> Result<()> {
-        self.inner.check_rank(rank)?;
+        self.inner.peers.check_rank(rank)?;
         if rank == self.inner.rank {
             return Ok(());
         }
-        self.inner.request(
+        self.inner.peers.request(
             rank,
             |token| Message::Ping { token },
             timeout.deadline(),
@@ -1031,14 +639,14 @@ impl Gaspi {
 
     /// Stops another rank (it exits at once, as if killed).
     pub fn proc_kill(&self, rank: Rank) -> Result<()> {
-        self.inner.check_rank(rank)?;
+        self.inner.peers.check_rank(rank)?;
         if rank == self.inner.rank {
             return Err(Error::BadRank {
                 rank,
                 size: self.inner.size,
             });
         }
-        self.inner.send(rank, &Message::Kill)
+        self.inner.peers.send(rank, &Message::Kill)
     }
 }
 

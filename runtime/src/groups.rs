@@ -182,7 +182,7 @@ impl Gaspi {
 
     /// Adds `rank` to an uncommitted group.
     pub fn group_add(&self, group: Group, rank: Rank) -> Result<()> {
-        self.inner.check_rank(rank)?;
+        self.inner.peers.check_rank(rank)?;
         self.inner.groups.with_group(group, |slot| {
             let g = slot.as_mut().expect("checked");
             if g.committed || group == Group::ALL {
@@ -252,7 +252,7 @@ impl Gaspi {
             for &m in members.iter().filter(|&&m| m != me) {
                 // Small and sent once per commit (a resumed call does not
                 // send again), so it never waits for room: `net/connection.rs`.
-                inner.send(
+                inner.peers.send(
                     m,
                     &crate::net::frame::Message::GroupCommit {
                         group: group.0,
@@ -312,7 +312,7 @@ fn wait_hashes(
                 Some(&h) if h != hash => return Err(Error::GroupMismatch { group, rank: m }),
                 Some(_) => {}
                 None => {
-                    inner.peer_ok(m)?;
+                    inner.peers.peer_ok(m)?;
                     missing = true;
                 }
             }

@@ -102,9 +102,9 @@ impl Inner {
 
     /// Checks that `rank` exists, is healthy and reachable.
     pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
-        self.check_rank(rank)?;
-        self.peer_ok(rank)?;
-        if self.peers[rank.0 as usize].transport.is_none() {
+        self.peers.check_rank(rank)?;
+        self.peers.peer_ok(rank)?;
+        if self.transports[rank.0 as usize].is_none() {
             return Err(Error::NoTransport {
                 rank,
                 reason: "it is on another host and no network transport is available yet".into(),
@@ -231,8 +231,7 @@ impl Gaspi {
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
         let me = inner.rank;
-        let transport = inner.peers[me.0 as usize]
-            .transport
+        let transport = inner.transports[me.0 as usize]
             .clone()
             .expect("a rank always reaches itself");
         let s = Arc::new(s);
@@ -304,7 +303,7 @@ impl Gaspi {
     /// Makes the segment `seg` of this rank reachable by `rank`.
     pub fn segment_register(&self, seg: SegId, rank: Rank, timeout: Timeout) -> Result<()> {
         let s = self.inner.local_segment(seg)?;
-        self.inner.check_rank(rank)?;
+        self.inner.peers.check_rank(rank)?;
         self.register_with(&s, &[rank], timeout)
     }
 
@@ -316,7 +315,7 @@ impl Gaspi {
             }
             let desc = s.descriptor.clone();
             let seg = s.id.0;
-            self.inner.request(
+            self.inner.peers.request(
                 r,
                 move |token| Message::Register {
                     token,
@@ -405,9 +404,12 @@ impl Gaspi {
         self.remove_local(seg)?;
         for r in 0..inner.size {
             // Only peers this rank is connected to can have been told of it.
-            if r != inner.rank.0 && inner.connected(Rank(r)) && inner.peer_ok(Rank(r)).is_ok() {
+            if r != inner.rank.0
+                && inner.peers.connected(Rank(r))
+                && inner.peers.peer_ok(Rank(r)).is_ok()
+            {
                 let seg = seg.0;
-                let forgotten = inner.request(
+                let forgotten = inner.peers.request(
                     Rank(r),
                     move |token| Message::Unregister { token, seg },
                     None,
@@ -449,13 +451,13 @@ impl Gaspi {
             return;
         }
         // Only peers this rank is connected to can have been told of it.
-        for r in (0..inner.size).filter(|&r| r != inner.rank.0 && inner.connected(Rank(r))) {
+        for r in (0..inner.size).filter(|&r| r != inner.rank.0 && inner.peers.connected(Rank(r))) {
             // Token 0 is never awaited: the answer is dropped on arrival.
             let forget = Message::Unregister {
                 token: 0,
                 seg: seg.0,
             };
-            let _ = inner.send(Rank(r), &forget);
+            let _ = inner.peers.send(Rank(r), &forget);
         }
     }
 
@@ -481,7 +483,7 @@ impl Gaspi {
     /// peer's that it registered with this rank or created in a group with
     /// it); [`Error::UnknownSegment`] while this rank does not know it.
     pub fn segment_size_of(&self, rank: Rank, seg: SegId) -> Result<u64> {
-        self.inner.check_rank(rank)?;
+        self.inner.peers.check_rank(rank)?;
         if rank == self.inner.rank {
             return self.segment_size(seg);
         }
@@ -781,12 +783,12 @@ impl Gaspi {
             }
         }
         q.outstanding
-            .wait(timeout.deadline(), |r| self.inner.peer_ok(r).err())?;
+            .wait(timeout.deadline(), |r| self.inner.peers.peer_ok(r).err())?;
         // Shared-memory requests complete when posted; what is left is to
         // report targets that died meanwhile. A target that terminated in
         // order had received them: that is no error.
         for r in q.drain() {
-            if let Err(e @ Error::PeerDead { .. }) = self.inner.peer_ok(r) {
+            if let Err(e @ Error::PeerDead { .. }) = self.inner.peers.peer_ok(r) {
                 return Err(e);
             }
         }

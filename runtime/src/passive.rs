@@ -67,8 +67,8 @@ impl Gaspi {
                 max: PASSIVE_MAX,
             });
         }
-        inner.check_rank(rank)?;
-        inner.peer_ok(rank)?;
+        inner.peers.check_rank(rank)?;
+        inner.peers.peer_ok(rank)?;
         let data = inner.with_local(seg, |s, _| {
             s.check(Side::Local, inner.rank, offset, size)?;
             let mut data = vec![0u8; size as usize];
@@ -78,7 +78,7 @@ impl Gaspi {
         if rank == inner.rank {
             inner.passive.push(rank, data);
         } else {
-            inner.send_by(
+            inner.peers.send_by(
                 rank,
                 &Message::Passive { data },
                 crate::net::connection::Urgency::Within(timeout.deadline()),

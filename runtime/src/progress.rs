@@ -25,7 +25,7 @@ use crate::net::frame::{Frame, Message, PutHead};
 use crate::net::handshake::Pending;
 use crate::net::handshake::{Step, HANDSHAKE_TIMEOUT};
 use crate::net::reader::{self, read_available, FrameHandler, Reader};
-use crate::transport::tcp::serve as tcp;
+use crate::transport::tcp::serve::{self as tcp, SettlesOut};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::Write;
@@ -58,16 +58,6 @@ const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 /// Connections the engine takes from its listener per turn of its loop,
 /// so that a flood of them cannot keep it from its other work.
 const ACCEPTS_PER_TURN: usize = 64;
-
-thread_local! {
-    static ON_ENGINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the calling thread is a progress engine (which must never block
-/// on a peer, so never connects to one).
-pub(crate) fn on_engine_thread() -> bool {
-    ON_ENGINE.with(|c| c.get())
-}
 
 /// Handle on the running engine thread.
 #[derive(Debug)]
@@ -136,7 +126,7 @@ impl ProgressEngine {
                 Interest::READABLE,
             )
             .map_err(|e| Error::io("registering the control listener", e))?;
-        let _ = inner.engine_waker.set(waker.clone());
+        let _ = inner.peers.engine_waker.set(waker.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let mut engine = Engine {
             poll,
@@ -161,7 +151,7 @@ impl ProgressEngine {
         let thread = std::thread::Builder::new()
             .name(format!("gaspi-progress-{}", inner.rank.0))
             .spawn(move || {
-                ON_ENGINE.with(|c| c.set(true));
+                crate::net::peers::this_is_the_engine_thread();
                 engine.run()
             })
             .map_err(|e| Error::io("starting the progress engine", e))?;
@@ -337,16 +327,18 @@ impl Engine {
         };
         for conn in self.conns.iter().flatten() {
             let r = conn.rank;
-            if !inner.peer_healthy(r) {
+            if !inner.peers.peer_healthy(r) {
                 continue;
             }
-            match inner.peers[r.0 as usize].control.get() {
+            match inner.peers[r].control.get() {
                 Some(out) if out.is(&conn.stream) => {
                     let quiet = out
                         .since_last_sent()
                         .is_some_and(|q| q >= self.liveness.beat);
                     if quiet && !out.has_queued() {
-                        let _ = inner.send_frame_by(r, &frame, Urgency::Now, "heartbeat");
+                        let _ = inner
+                            .peers
+                            .send_frame_by(r, &frame, Urgency::Now, "heartbeat");
                     }
                 }
                 _ => {
@@ -365,7 +357,7 @@ impl Engine {
             // Room again after a write found the socket full: send what
             // the outbox holds (`net/connection.rs`). A failure shows on the
             // reading side too, which decides what it means.
-            if let Some(out) = inner.peers[conn.rank.0 as usize].control.get() {
+            if let Some(out) = inner.peers[conn.rank].control.get() {
                 let _ = out.flush();
             }
         }
@@ -434,14 +426,14 @@ impl Engine {
         } else {
             RankState::Corrupt
         };
-        self.inner.mark_gone(conn.rank, state);
+        self.inner.peers.mark_gone(conn.rank, state);
     }
 
     /// Takes the orderly ends other ranks reported of ranks not connected
     /// here when the news came; decided with those `close` left waiting.
     fn take_relayed_ends(&mut self) {
-        for rank in take_all(&self.inner.relayed_ends) {
-            if self.inner.peers[rank.0 as usize].control.get().is_some() {
+        for rank in take_all(&self.inner.peers.relayed_ends) {
+            if self.inner.peers[rank].control.get().is_some() {
                 tracing::debug!("{rank}: reported terminated; its own connection will say");
             } else if !self.terminating.contains(&rank) {
                 self.terminating.push(rank);
@@ -460,7 +452,7 @@ impl Engine {
         self.decide_deaths_first(usize::MAX);
         for rank in std::mem::take(&mut self.terminating) {
             if !self.conns.iter().flatten().any(|c| c.rank == rank) {
-                self.inner.mark_gone(rank, RankState::Terminated);
+                self.inner.peers.mark_gone(rank, RankState::Terminated);
             }
         }
     }
@@ -522,7 +514,7 @@ impl Engine {
 
     /// Registers the connections this rank's threads made.
     fn take_made_connections(&mut self) {
-        for (rank, stream) in take_all(&self.inner.made_connections) {
+        for (rank, stream) in take_all(&self.inner.peers.made_connections) {
             if let Err(e) = self.add(rank, stream) {
                 tracing::warn!("cannot read the connection to {rank}: {e}");
             }
@@ -727,10 +719,10 @@ impl Engine {
         let stream = Arc::new(stream);
         // The first connection between the two carries this rank's frames
         // too; a later one (both connected at once) only the peer's.
-        if inner.peers[from as usize].control.get().is_none() {
+        if inner.peers[Rank(from)].control.get().is_none() {
             match ControlOut::new(stream.clone()) {
                 Ok(out) => {
-                    let _ = inner.peers[from as usize].control.set(out);
+                    let _ = inner.peers[Rank(from)].control.set(out);
                 }
                 Err(e) => tracing::warn!("{e}"),
             }
@@ -748,7 +740,7 @@ impl Engine {
             return;
         };
         for conn in self.conns.iter().flatten() {
-            let sends_here = self.inner.peers[conn.rank.0 as usize]
+            let sends_here = self.inner.peers[conn.rank]
                 .control
                 .get()
                 .is_some_and(|c| c.is(&conn.stream));
@@ -776,7 +768,7 @@ impl Sweeps {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.0 += 1;
         let want = st.0;
-        inner.wake_engine();
+        inner.peers.wake_engine();
         while st.1 < want {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -865,11 +857,11 @@ fn handle(
             if let Err(e) = &result {
                 tracing::warn!("could not map {} of {from}: {e}", crate::SegId(seg));
             }
-            let _ = inner.send(from, &Message::Reply { token, result });
+            let _ = inner.peers.send(from, &Message::Reply { token, result });
         }
         Message::Unregister { token, seg } => {
             inner.detach(from, seg as usize);
-            let _ = inner.send(
+            let _ = inner.peers.send(
                 from,
                 &Message::Reply {
                     token,
@@ -879,7 +871,7 @@ fn handle(
         }
         Message::Reply { token, result } => {
             if !tcp::fence_answered(inner, token) {
-                inner.complete(token, result.map(|()| 0))
+                inner.peers.complete(token, result.map(|()| 0))
             }
         }
         Message::Put {
@@ -917,7 +909,7 @@ fn handle(
             count,
             failure,
         } => tcp::settled(inner, from, queue, count, failure),
-        Message::ValueReply { token, result } => inner.complete(token, result),
+        Message::ValueReply { token, result } => inner.peers.complete(token, result),
         Message::Atomic {
             token,
             seg,
@@ -927,10 +919,12 @@ fn handle(
             let result = inner
                 .owner_atomic(crate::SegId(seg), offset, op)
                 .map_err(|e| e.to_string());
-            let _ = inner.send(from, &Message::ValueReply { token, result });
+            let _ = inner
+                .peers
+                .send(from, &Message::ValueReply { token, result });
         }
         Message::Ping { token } => {
-            let _ = inner.send(
+            let _ = inner.peers.send(
                 from,
                 &Message::Reply {
                     token,
@@ -950,7 +944,7 @@ fn handle(
             terminated: true,
         } if rank < inner.size
             && rank != inner.rank.0
-            && inner.peers[rank as usize].control.get().is_some() =>
+            && inner.peers[Rank(rank)].control.get().is_some() =>
         {
             tracing::debug!("{from} reports rank {rank} terminated; its own connection will say");
         }
@@ -964,15 +958,16 @@ fn handle(
         } if rank < inner.size && rank != inner.rank.0 => {
             tracing::debug!("{from} reports rank {rank} terminated; the engine decides");
             inner
+                .peers
                 .relayed_ends
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Rank(rank));
-            inner.wake_engine();
+            inner.peers.wake_engine();
         }
         Message::PeerGone { rank, .. } if rank < inner.size && rank != inner.rank.0 => {
             tracing::debug!("{from} reports rank {rank} dead");
-            inner.mark_gone(Rank(rank), RankState::Corrupt);
+            inner.peers.mark_gone(Rank(rank), RankState::Corrupt);
         }
         Message::PeerGone { rank, .. } => {
             tracing::warn!("{from} reports an impossible rank {rank} gone; ignored")

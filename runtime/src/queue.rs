@@ -22,7 +22,7 @@ pub(crate) struct QueueState {
     /// The queue's CUDA stream and GPU work in flight (see `gpu/`).
     pub gpu: crate::gpu::QueueStream,
     /// Requests of transports that complete later (TCP), not yet settled.
-    pub outstanding: crate::transport::outstanding::Outstanding,
+    pub outstanding: std::sync::Arc<crate::transport::outstanding::Outstanding>,
     /// This queue's number.
     pub index: u32,
 }

@@ -92,7 +92,7 @@ pub(crate) fn allreduce(
     })??;
     let pos = members.binary_search(&me).expect("member checked") as u32;
     // A member already known dead: fail at once, before sending anything.
-    let dead = inner.collective_failure(&members, &[]);
+    let dead = inner.peers.collective_failure(&members, &[]);
     let result = if let Some(e) = dead {
         Err(e)
     } else if pos == 0 {
@@ -121,7 +121,7 @@ fn system_of(
     inner: &Inner,
     rank: Rank,
 ) -> Result<std::sync::Arc<dyn crate::transport::RemoteSegment>> {
-    inner.peer_ok(rank)?;
+    inner.peers.peer_ok(rank)?;
     inner.tables.load().remote[rank.0 as usize][SYSTEM_SEG]
         .as_ref()
         .map(|e| e.segment().clone())
@@ -152,7 +152,7 @@ fn wait_word(
         if all() {
             return Some(Ok(()));
         }
-        let failed = inner.collective_failure(members, needed)?;
+        let failed = inner.peers.collective_failure(members, needed)?;
         Some(if all() { Ok(()) } else { Err(failed) })
     });
     waited.unwrap_or(Err(Error::Timeout { op: "allreduce" }))

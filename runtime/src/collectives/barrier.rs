@@ -31,7 +31,7 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
         Ok::<_, Error>((g.members.clone(), b.epoch, b.round.unwrap_or(0)))
     })??;
     // A member already known dead: fail at once, before signalling.
-    if let Some(e) = inner.collective_failure(&members, &[]) {
+    if let Some(e) = inner.peers.collective_failure(&members, &[]) {
         save(inner, group, None);
         return Err(e);
     }
@@ -55,7 +55,7 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
                 // A member that terminated in order may simply have left
                 // this barrier before us (it had everyone's signals); only
                 // the partner we wait for must not have terminated.
-                let failed = inner.collective_failure(&members, &[from])?;
+                let failed = inner.peers.collective_failure(&members, &[from])?;
                 // A partner may have signalled and then terminated between
                 // the two checks: its signal counts.
                 let seen = inner.system.notifications.get(word).unwrap_or(0);
@@ -92,7 +92,7 @@ fn save(inner: &Inner, group: Group, round: Option<u32>) {
 }
 
 fn signal(inner: &Inner, to: Rank, word: u32, epoch: u32) -> Result<()> {
-    match inner.peer_ok(to) {
+    match inner.peers.peer_ok(to) {
         Ok(()) => {}
         // A partner that terminated in order had left this barrier, so it
         // had our signal already (this is a resumed round): nothing to send.

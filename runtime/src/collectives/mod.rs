@@ -34,9 +34,9 @@ pub(crate) fn first_failure(inner: &Inner, members: &[Rank], e: Error) -> Error 
     if !matches!(e, Error::PeerDead { .. } | Error::PeerTerminated { .. }) {
         return e;
     }
-    if let Some(dead) = inner.collective_failure(members, &[]) {
+    if let Some(dead) = inner.peers.collective_failure(members, &[]) {
         return dead;
     }
     inner.sweeps.sweep(inner, SWEEP_BOUND);
-    inner.collective_failure(members, &[]).unwrap_or(e)
+    inner.peers.collective_failure(members, &[]).unwrap_or(e)
 }

@@ -200,7 +200,7 @@ impl WriterLane {
         let mut nap = Duration::from_micros(5);
         let give_up = Instant::now() + LANE_FULL_WAIT;
         while head.wrapping_sub(lane.word(TAIL).load(Ordering::Acquire)) >= LANE_ENTRIES {
-            inner.peer_ok(owner)?;
+            inner.peers.peer_ok(owner)?;
             if Instant::now() >= give_up {
                 return Err(Error::InboxFull {
                     rank: owner,
@@ -249,7 +249,7 @@ impl WriterLane {
             if reached(lane.word(completed).load(Ordering::Acquire), seq) {
                 return Ok(());
             }
-            inner.peer_ok(owner)?;
+            inner.peers.peer_ok(owner)?;
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout { op: "wait" });
             }
@@ -363,6 +363,7 @@ impl Inner {
             if reason == OWNER_GONE {
                 // It ended: name it as gone, as every call does (0028).
                 return self
+                    .peers
                     .peer_ok(owner)
                     .err()
                     .unwrap_or(Error::PeerDead { rank: owner });

@@ -14,5 +14,7 @@ pub(crate) mod connection;
 pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod log_tally;
+pub(crate) mod peers;
 pub(crate) mod reader;
 pub(crate) mod rendezvous;
+pub(crate) mod settles;

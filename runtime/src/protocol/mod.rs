@@ -324,7 +324,7 @@ impl Inner {
         if !q.created.load(std::sync::atomic::Ordering::Relaxed)
             || !q.gpu.idle()
             || remote_seg.0 as u32 >= self.config.segment_max
-            || !self.peer_healthy(rank)
+            || !self.peers.peer_healthy(rank)
         {
             return None;
         }

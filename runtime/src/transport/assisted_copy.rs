@@ -833,7 +833,7 @@ impl Inner {
             },
             notify,
             TAKEBACK,
-            || self.peer_ok(to.rank),
+            || self.peers.peer_ok(to.rank),
         );
         Some(finished.and_then(|f| {
             match (f, notify) {

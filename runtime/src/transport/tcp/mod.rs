@@ -41,12 +41,12 @@
 pub(crate) mod serve;
 
 use super::{Capabilities, Completion, GpuView, RemoteSegment, Transport, Via};
-use crate::context::Inner;
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
 use crate::net::connection::{Keep, Urgency};
 use crate::net::frame::Message;
+use crate::net::peers::Peers;
 use crate::segments::LocalSegment;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -59,17 +59,30 @@ const IN_PLACE_MIN: u64 = 64 * 1024;
 /// into pieces of this size (a quarter of the largest frame accepted).
 pub(crate) const PIECE: usize = 4 << 20;
 
-/// The TCP transport; bound to its rank's state once that exists.
+/// The TCP transport; bound to the rank's peers once they exist.
 #[derive(Debug, Default)]
 pub(crate) struct TcpTransport {
-    inner: OnceLock<Weak<Inner>>,
+    peers: OnceLock<Weak<Peers>>,
+    posted_reads: Arc<PostedReads>,
 }
 
 impl TcpTransport {
-    /// Gives the transport the rank's state, through which it sends.
-    pub fn bind(&self, inner: Weak<Inner>) {
-        let _ = self.inner.set(inner);
+    /// Gives the transport the peers through which it sends.
+    pub fn bind(&self, peers: Weak<Peers>) {
+        let _ = self.peers.set(peers);
     }
+
+    /// The reads posted through this transport, awaiting their data
+    /// (their answers are applied by `serve.rs`).
+    pub fn posted_reads(&self) -> Arc<PostedReads> {
+        self.posted_reads.clone()
+    }
+}
+
+/// What a TCP segment sends through: the peers and the posted reads.
+struct Link {
+    peers: Arc<Peers>,
+    posted_reads: Arc<PostedReads>,
 }
 
 impl Transport for TcpTransport {
@@ -84,8 +97,8 @@ impl Transport for TcpTransport {
         desc: &SegmentDescriptor,
         _home: &Arc<OnceLock<u32>>,
     ) -> Result<Box<dyn RemoteSegment>> {
-        let inner = self
-            .inner
+        let peers = self
+            .peers
             .get()
             .cloned()
             .ok_or_else(|| Error::Protocol("the TCP transport is not bound yet".into()))?;
@@ -95,7 +108,8 @@ impl Transport for TcpTransport {
             size: desc.size,
             count: desc.notification_count,
             instance: desc.instance,
-            inner,
+            peers,
+            posted_reads: self.posted_reads.clone(),
         }))
     }
 }
@@ -108,18 +122,22 @@ struct TcpSegment {
     size: u64,
     count: u32,
     instance: u64,
-    inner: Weak<Inner>,
+    peers: Weak<Peers>,
+    posted_reads: Arc<PostedReads>,
 }
 
 impl TcpSegment {
-    fn inner(&self) -> Result<Arc<Inner>> {
-        self.inner.upgrade().ok_or(Error::NotInitialized)
+    fn inner(&self) -> Result<Link> {
+        Ok(Link {
+            peers: self.peers.upgrade().ok_or(Error::NotInitialized)?,
+            posted_reads: self.posted_reads.clone(),
+        })
     }
 
     /// Sends one request counted on `via`'s queue (settled by the answer).
     fn send_counted(
         &self,
-        inner: &Inner,
+        inner: &Link,
         msg: &Message,
         via: Via<'_>,
         op: &'static str,
@@ -128,10 +146,10 @@ impl TcpSegment {
     }
 
     /// [`Self::send_counted`] of a frame already encoded, in pieces (the
-    /// last one `lent`: see `Inner::send_parts_by`).
+    /// last one `lent`: see `Peers::send_parts_by`).
     fn send_frame_counted(
         &self,
-        inner: &Inner,
+        inner: &Link,
         frame: &[&[u8]],
         via: Via<'_>,
         op: &'static str,
@@ -140,7 +158,9 @@ impl TcpSegment {
         if let Some(q) = via.queue {
             q.outstanding.add(self.owner, 1);
         }
-        let sent = inner.send_parts_by(self.owner, frame, Urgency::Within(None), op, lent);
+        let sent = inner
+            .peers
+            .send_parts_by(self.owner, frame, Urgency::Within(None), op, lent);
         if let (Err(_), Some(q)) = (&sent, via.queue) {
             q.outstanding.settle(self.owner, 1, None);
         }
@@ -259,7 +279,7 @@ impl RemoteSegment for TcpSegment {
         while at < len {
             let n = (len - at).min(PIECE);
             let slot = Arc::new(BufferSlot::default());
-            let token = inner.next_token();
+            let token = inner.peers.next_token();
             inner
                 .posted_reads
                 .insert(token, PostedRead::Buffer(self.owner, slot.clone()));
@@ -270,8 +290,9 @@ impl RemoteSegment for TcpSegment {
                 len: n as u64,
             };
             let got = inner
+                .peers
                 .send_by(self.owner, &msg, Urgency::Within(None), "read")
-                .and_then(|_| slot.wait(&inner, self.owner, n));
+                .and_then(|_| slot.wait(&inner.peers, self.owner, n));
             inner.posted_reads.remove(token);
             let bytes = got?;
             // SAFETY: the caller guarantees `dst` is valid for `len` bytes;
@@ -300,7 +321,7 @@ impl RemoteSegment for TcpSegment {
         let mut at = 0usize;
         while at < len {
             let n = (len - at).min(PIECE);
-            let token = inner.next_token();
+            let token = inner.peers.next_token();
             inner.posted_reads.insert(
                 token,
                 PostedRead::Into {
@@ -334,7 +355,7 @@ impl RemoteSegment for TcpSegment {
         via: Via<'_>,
     ) -> Result<()> {
         let inner = self.inner()?;
-        let token = inner.next_token();
+        let token = inner.peers.next_token();
         inner.posted_reads.insert(
             token,
             PostedRead::Notify {
@@ -455,7 +476,7 @@ impl BufferSlot {
 
     /// Waits for the answer of `owner` (`n` bytes), or for `owner` to be
     /// found gone.
-    fn wait(&self, inner: &Inner, owner: Rank, n: usize) -> Result<Vec<u8>> {
+    fn wait(&self, peers: &Peers, owner: Rank, n: usize) -> Result<Vec<u8>> {
         let mut data = self.data.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             match data.take() {
@@ -474,7 +495,7 @@ impl BufferSlot {
                 }
                 None => {}
             }
-            inner.peer_ok(owner)?;
+            peers.peer_ok(owner)?;
             data = self
                 .cv
                 .wait_timeout(data, Duration::from_millis(50))

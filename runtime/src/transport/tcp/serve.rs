@@ -55,132 +55,36 @@ fn check_word(s: &dyn RemoteSegment, seg: u8, id: u32, value: u32) -> Outcome {
     Ok(())
 }
 
-/// Queues a rank may have (`Config::queue_max` is at most this): the
-/// queue ids a `Settled` answer can name.
-const QUEUES: usize = 16;
+pub(crate) use crate::net::settles::Settles;
 
-/// Requests of one peer applied in one read of its connection, to answer
-/// with one `Settled` per queue instead of one per request. Counted and
-/// encoded on the stack: this is on the path of every write over TCP.
-#[derive(Debug, Default)]
-pub(crate) struct Settles {
-    counts: [u32; QUEUES],
-    /// Bit `q` set: `counts[q]` holds answers.
-    queues: u16,
-}
-
-/// The `Settled` frames of a [`Settles`], one after the other.
-#[derive(Debug)]
-pub(crate) struct SettleFrames {
-    bytes: [u8; QUEUES * crate::net::frame::SETTLED_FRAME],
-    len: usize,
-}
-
-impl std::ops::Deref for SettleFrames {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-}
-
-impl Settles {
-    fn add(&mut self, queue: u8) {
-        self.count(queue, 1);
-    }
-
-    fn count(&mut self, queue: u8, n: u32) {
-        let q = queue as usize;
-        if q >= QUEUES {
-            // No rank posts on such a queue: a peer's bug, which only
-            // costs it the answer.
-            tracing::warn!("a request names queue {queue}, which no rank has; not answered");
-            return;
-        }
-        self.counts[q] = self.counts[q].wrapping_add(n);
-        self.queues |= 1 << q;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.queues == 0
-    }
-
-    /// The answers gathered so far as encoded frames, taken.
-    fn take_frames(&mut self) -> SettleFrames {
-        let mut frames = SettleFrames {
-            bytes: [0; QUEUES * crate::net::frame::SETTLED_FRAME],
-            len: 0,
-        };
-        while self.queues != 0 {
-            let q = self.queues.trailing_zeros() as usize;
-            self.queues &= !(1 << q);
-            let frame =
-                crate::net::frame::encode_settled(q as u8, std::mem::take(&mut self.counts[q]));
-            frames.bytes[frames.len..frames.len + frame.len()].copy_from_slice(&frame);
-            frames.len += frame.len();
-        }
-        frames
-    }
-
-    /// Moves every answer of `more` into `self`.
-    fn absorb(&mut self, more: &mut Settles) {
-        while more.queues != 0 {
-            let q = more.queues.trailing_zeros() as usize;
-            more.queues &= !(1 << q);
-            self.count(q as u8, std::mem::take(&mut more.counts[q]));
-        }
-    }
-
+/// Where the TCP target's gathered answers go.
+pub(crate) trait SettlesOut {
     /// Sends the answers gathered so far to `from` (the progress engine).
-    pub(crate) fn flush(&mut self, inner: &Inner, from: Rank) {
+    fn flush(&mut self, inner: &Inner, from: Rank);
+    /// Leaves them in `from`'s stash (a waiter).
+    fn stash(&mut self, inner: &Inner, from: Rank);
+}
+
+impl SettlesOut for Settles {
+    /// Sends the answers gathered so far to `from` (the progress engine).
+    fn flush(&mut self, inner: &Inner, from: Rank) {
         if self.is_empty() {
             return;
         }
         let frames = self.take_frames();
-        let _ = inner.send_frame_by(from, &frames, Urgency::Now, "settle");
+        let _ = inner
+            .peers
+            .send_frame_by(from, &frames, Urgency::Now, "settle");
     }
 
     /// Leaves the answers gathered so far in `from`'s [`SettleStash`]
     /// (a waiter: the next frame to `from` or the engine takes them).
-    pub(crate) fn stash(&mut self, inner: &Inner, from: Rank) {
+    fn stash(&mut self, inner: &Inner, from: Rank) {
         if self.is_empty() {
             return;
         }
-        inner.peers[from.0 as usize].settle_stash.add(self);
+        inner.peers[from].settle_stash.add(self);
         inner.waiter_progress.owed_answers(inner);
-    }
-}
-
-/// Answers owed to one peer for requests a waiter applied
-/// (`waiter_progress.rs`). A waiter's thread is about to return to the
-/// application, which in a ping-pong sends to the same peer at once: the
-/// answers ride on that frame ([`crate::context::Inner::send_frame_by`])
-/// instead of costing a system call of their own on the waiter's way out.
-/// The progress engine sends what nobody took within its nap.
-#[derive(Debug, Default)]
-pub(crate) struct SettleStash {
-    owed: std::sync::atomic::AtomicBool,
-    settles: std::sync::Mutex<Settles>,
-}
-
-impl SettleStash {
-    /// Moves `more` in.
-    fn add(&self, more: &mut Settles) {
-        let mut settles = self.settles.lock().unwrap_or_else(|e| e.into_inner());
-        settles.absorb(more);
-        self.owed.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The owed answers as encoded frames, taken (`None`: nothing owed).
-    pub(crate) fn take_frames(&self) -> Option<SettleFrames> {
-        if !self.owed.load(std::sync::atomic::Ordering::Acquire) {
-            return None;
-        }
-        let frames = {
-            let mut settles = self.settles.lock().unwrap_or_else(|e| e.into_inner());
-            self.owed.store(false, std::sync::atomic::Ordering::Release);
-            settles.take_frames()
-        };
-        (!frames.is_empty()).then_some(frames)
     }
 }
 
@@ -197,7 +101,7 @@ fn settle(
     match (queue, outcome) {
         (Some(queue), Ok(())) => settles.add(queue),
         (Some(queue), Err(reason)) => {
-            let _ = inner.send(
+            let _ = inner.peers.send(
                 from,
                 &Message::Settled {
                     queue,
@@ -269,12 +173,12 @@ pub(crate) fn get(inner: &Inner, from: Rank, token: u64, seg: u8, offset: u64, l
             .map_err(|e| e.to_string())?;
         Ok(serde_bytes::ByteBuf::from(bytes))
     })();
-    let _ = inner.send(from, &Message::Data { token, result });
+    let _ = inner.peers.send(from, &Message::Data { token, result });
 }
 
 /// A peer's `Fence`: answered after everything it sent before.
 pub(crate) fn fence(inner: &Inner, from: Rank, token: u64) {
-    let _ = inner.send(
+    let _ = inner.peers.send(
         from,
         &Message::Reply {
             token,

@@ -64,12 +64,13 @@
 mod device;
 
 use super::{Capabilities, GpuView, RemoteSegment, Transport, Via};
-use crate::context::Inner;
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
+use crate::net::peers::Peers;
 use crate::net::rendezvous::VerbsEndpoint;
 use crate::segments::LocalSegment;
+use crate::transport::outstanding::Outstanding;
 use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -199,7 +200,16 @@ struct Shared {
     /// Each peer's constant 1 (address, rkey), from its endpoint.
     peer_one: Mutex<Vec<(u64, u32)>>,
     nic_atomics: bool,
-    inner: OnceLock<Weak<Inner>>,
+    bound: OnceLock<Bound>,
+}
+
+/// What the transport settles its completions with, once the rank's
+/// state exists: the peers (whether a peer is alive; a failed request
+/// marks it) and each queue's count of outstanding requests.
+#[derive(Debug)]
+struct Bound {
+    peers: Weak<Peers>,
+    outstanding: Vec<Arc<Outstanding>>,
 }
 
 /// Which device a rank opens, from `GASPI_NET_DEVICE`.
@@ -267,7 +277,7 @@ impl VerbsTransport {
                 one: (one_mr, one),
                 peer_one: Mutex::new(vec![(0, 0); size as usize]),
                 nic_atomics: config.net_atomics_nic,
-                inner: OnceLock::new(),
+                bound: OnceLock::new(),
                 qps,
                 device,
             }),
@@ -308,11 +318,18 @@ impl VerbsTransport {
         Ok(())
     }
 
-    /// Gives the transport the rank's state and the TCP transport (for
-    /// segments not registered for RDMA), and starts the completion thread.
-    pub fn bind(&self, inner: Weak<Inner>, tcp: Arc<dyn Transport>) -> Result<()> {
+    /// Gives the transport the rank's peers, each queue's count of
+    /// outstanding requests and the TCP transport (for segments not
+    /// registered for RDMA), and starts the completion thread.
+    pub fn bind(
+        &self,
+        peers: Weak<Peers>,
+        outstanding: Vec<Arc<Outstanding>>,
+        tcp: Arc<dyn Transport>,
+    ) -> Result<()> {
         let _ = self.fallback.set(tcp);
-        let _ = self.shared.inner.set(inner.clone());
+        let inner = peers.clone();
+        let _ = self.shared.bound.set(Bound { peers, outstanding });
         let shared = self.shared.clone();
         std::thread::Builder::new()
             .name("gaspi-verbs-cq".into())
@@ -350,7 +367,7 @@ impl VerbsTransport {
     }
 }
 
-fn completion_thread(shared: Arc<Shared>, inner: Weak<Inner>) {
+fn completion_thread(shared: Arc<Shared>, inner: Weak<Peers>) {
     let fd = shared.device.channel_fd();
     loop {
         if inner.strong_count() == 0 {
@@ -371,10 +388,10 @@ fn completion_thread(shared: Arc<Shared>, inner: Weak<Inner>) {
 }
 
 impl Shared {
-    fn inner(&self) -> Result<Arc<Inner>> {
-        self.inner
+    fn inner(&self) -> Result<Arc<Peers>> {
+        self.bound
             .get()
-            .and_then(Weak::upgrade)
+            .and_then(|b| b.peers.upgrade())
             .ok_or(Error::NotInitialized)
     }
 
@@ -434,10 +451,9 @@ impl Shared {
             }
             _ => {}
         }
-        if let (Some(q), Some(inner)) = (p.queue, &inner) {
-            inner.queues[q as usize]
-                .outstanding
-                .settle(p.rank, 1, failure);
+        let counts = self.bound.get().map(|b| &b.outstanding);
+        if let (Some(q), Some(counts)) = (p.queue, counts) {
+            counts[q as usize].settle(p.rank, 1, failure);
         }
     }
 
