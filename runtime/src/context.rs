@@ -11,9 +11,9 @@ use crate::net::peers::{Peer, PeerEvents, Peers};
 use crate::net::rendezvous::{self, Endpoint};
 use crate::progress::ProgressEngine;
 use crate::queue::QueueState;
-use crate::segments::tables::SegmentTables;
 use crate::segments::LocalSegment;
 use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
+use crate::transport::tables::SegmentTables;
 use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::waiter_progress::{WaitWork, WaiterProgress};
@@ -656,6 +656,6 @@ impl Drop for Gaspi {
         // This thread's cached table snapshot would otherwise free the
         // segments (GPU memory, mappings) from a thread-local destructor at
         // exit, where logging from their Drop panics.
-        crate::segments::tables::forget_cached();
+        crate::transport::tables::forget_cached();
     }
 }

@@ -14,8 +14,8 @@ use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Queue, Rank, SegId};
 use crate::model::stats::Op;
 use crate::protocol::{check_notification, lookup_remote};
-use crate::segments::tables::Tables;
 use crate::segments::LocalSegment;
+use crate::transport::tables::Tables;
 use crate::transport::RemoteEnd;
 use crate::transport::{RemoteSegment, Via};
 

@@ -10,8 +10,8 @@ use crate::model::ids::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
 use crate::net::frame::Message;
 use crate::protocol::{check_notification, lookup_remote, PutRequest};
-use crate::segments::tables::Tables;
 use crate::segments::{LocalSegment, Segment};
+use crate::transport::tables::Tables;
 use crate::transport::{RemoteEnd, RemoteSegment};
 use std::sync::Arc;
 

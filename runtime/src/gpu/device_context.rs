@@ -32,7 +32,7 @@ use crate::context::Inner;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Rank, SegId};
 use crate::protocol::{check_notification, lookup_remote};
-use crate::segments::tables::Tables;
+use crate::transport::tables::Tables;
 use crate::transport::Via;
 use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};
 use gaspi_segments::gpu::{self, GpuContext, GpuMemory, PinnedHostMemory};

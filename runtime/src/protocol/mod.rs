@@ -26,8 +26,8 @@ use crate::model::bounds::{check_bounds, fits};
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Queue, Rank, SegId};
 use crate::model::stats::{Counter, Op};
-use crate::segments::tables::{RemoteEntry, Tables};
 use crate::segments::LocalSegment;
+use crate::transport::tables::{RemoteEntry, Tables};
 use crate::transport::{HostDirect, RemoteEnd, RemoteSegment, Via};
 use std::sync::Arc;
 
@@ -307,7 +307,7 @@ impl Inner {
     /// # Safety
     /// The caller must not load the segment tables (nor call anything that
     /// does) while it uses the returned tables and entries (see
-    /// [`crate::segments::tables::SegmentTables::peek`]).
+    /// [`crate::transport::tables::SegmentTables::peek`]).
     #[inline(always)]
     unsafe fn short_target(
         &self,

@@ -14,13 +14,11 @@
 //! store: the *host-mapped* placement, which works on every machine (see
 //! `gpu/` for why the others are not the default).
 //!
-//! Below the transports: [`tables`] holds the local segments and the
-//! remote ones as the transports attached them, read without locks by
-//! every call; [`device_words`] is the `device` placement of the
-//! notification words, in GPU memory.
+//! Below the transports: [`device_words`] is the `device` placement of the
+//! notification words, in GPU memory. The tables every call reads the local
+//! and remote segments from sit beside the seam (`transport/tables.rs`).
 
 pub(crate) mod device_words;
-pub(crate) mod tables;
 
 use crate::model::bounds::check_bounds;
 use crate::model::config::{NotificationPlacement, SEGMENT_SIZE_CEILING};

@@ -38,6 +38,7 @@ pub(crate) mod cuda_ipc;
 pub(crate) mod libfabric;
 pub(crate) mod outstanding;
 pub(crate) mod shared_memory;
+pub(crate) mod tables;
 pub(crate) mod tcp;
 #[cfg(feature = "verbs")]
 pub(crate) mod verbs;

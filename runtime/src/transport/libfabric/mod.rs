@@ -176,8 +176,10 @@ mod tests;
 pub(crate) use error::{FabricError, Result};
 pub(crate) use info::{Attributes, Info, NotifyOrder, Query};
 pub(crate) use memory::{Access, LocalMemory, LocalSlice, MemoryRegion, RemoteMemory};
-pub(crate) use objects::{AddressVector, CompletionQueue, Domain, Endpoint, Event, Fabric, Peer};
-pub(crate) use ops::{Token, MAX_RANK};
+pub(crate) use objects::{
+    AddressVector, CompletionQueue, Domain, Endpoint, Event, Fabric, Peer, Token,
+};
+pub(crate) use ops::MAX_RANK;
 
 /// Everything one process opens to talk over a provider: its fabric,
 /// domain, completion queue, address vector and endpoint.

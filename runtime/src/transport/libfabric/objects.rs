@@ -11,11 +11,12 @@
 use super::error::{check, is_again, strerror, FabricError, Result};
 use super::info::{Attributes, Info};
 use gaspi_libfabric_sys as sys;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Closes a libfabric object.
@@ -200,6 +201,45 @@ impl AddressVector {
     }
 }
 
+/// What an operation's completion is reported as: the peer's rank and the
+/// caller's id (the runtime's request table index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Token {
+    /// The rank the operation went to.
+    pub peer: u32,
+    /// The caller's id.
+    pub id: u32,
+}
+
+/// A notification held back until the writes before it to its peer are
+/// delivered (DeliveryComplete only).
+#[derive(Debug)]
+pub(super) struct Deferred {
+    pub(super) peer: Peer,
+    pub(super) addr: u64,
+    pub(super) key: u64,
+    pub(super) value: u32,
+    pub(super) id: u32,
+}
+
+/// Per-peer DeliveryComplete bookkeeping.
+#[derive(Debug, Default)]
+pub(super) struct PeerOrder {
+    /// Writes posted and not yet completed.
+    pub(super) outstanding: u64,
+    /// Notifications waiting for `outstanding` to reach 0, in order.
+    pub(super) deferred: VecDeque<Deferred>,
+}
+
+/// The layer's state of one endpoint.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// Completions read while retrying a post, handed out by `poll`.
+    pub(super) backlog: Mutex<Vec<Event>>,
+    /// By rank; used with [`NotifyOrder::DeliveryComplete`] only.
+    pub(super) peers: Mutex<HashMap<u32, PeerOrder>>,
+}
+
 /// One completion read from a completion queue: the operation's token,
 /// or the error it completed with.
 #[derive(Debug, Clone)]
@@ -207,9 +247,9 @@ pub(crate) enum Event {
     /// The operation completed: for a write, its source may be reused
     /// (and with [`super::NotifyOrder::DeliveryComplete`], the data is in
     /// the target's memory); for a read or an atomic, the result is here.
-    Done(super::Token),
+    Done(Token),
     /// The operation failed; the error names the peer.
-    Failed(super::Token, FabricError),
+    Failed(Token, FabricError),
     /// A peer's [`Endpoint::write_with_data`] landed here: its data is in
     /// this process's memory, and `data` is the 64 bits it carried (the
     /// runtime's encoding of the notification to set).
@@ -396,7 +436,7 @@ pub(crate) struct Endpoint {
     pub(super) atomics: bool,
     /// Per-peer ordering state (DeliveryComplete) and completions read
     /// while retrying a full endpoint.
-    pub(super) state: super::ops::State,
+    pub(super) state: State,
 }
 
 // SAFETY: FI_THREAD_SAFE, see Fabric; the layer's own state is behind
@@ -439,7 +479,7 @@ impl Endpoint {
             cq: cq.clone(),
             _av: av.clone(),
             atomics: false,
-            state: super::ops::State::default(),
+            state: State::default(),
         };
         // SAFETY: open objects of the same domain.
         unsafe {

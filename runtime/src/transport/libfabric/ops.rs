@@ -14,7 +14,7 @@
 use super::error::{is_again, strerror, FabricError, Result};
 use super::info::NotifyOrder;
 use super::memory::{LocalSlice, RemoteMemory};
-use super::objects::{Endpoint, Event, Peer, Raw, UNKNOWN_RANK};
+use super::objects::{Deferred, Endpoint, Event, Peer, PeerOrder, Raw, Token, UNKNOWN_RANK};
 use gaspi_libfabric_sys as sys;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -23,16 +23,6 @@ use std::time::{Duration, Instant};
 
 /// How long posting may find the endpoint full before it gives up.
 const POST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What an operation's completion is reported as: the peer's rank and the
-/// caller's id (the runtime's request table index).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Token {
-    /// The rank the operation went to.
-    pub peer: u32,
-    /// The caller's id.
-    pub id: u32,
-}
 
 /// Set in every context: libfabric never sees a null one.
 const VALID: u64 = 1 << 62;
@@ -58,35 +48,6 @@ fn decode(context: *mut c_void) -> (Token, bool) {
         },
         c & TRACKED != 0,
     )
-}
-
-/// A notification held back until the writes before it to its peer are
-/// delivered (DeliveryComplete only).
-#[derive(Debug)]
-struct Deferred {
-    peer: Peer,
-    addr: u64,
-    key: u64,
-    value: u32,
-    id: u32,
-}
-
-/// Per-peer DeliveryComplete bookkeeping.
-#[derive(Debug, Default)]
-struct PeerOrder {
-    /// Writes posted and not yet completed.
-    outstanding: u64,
-    /// Notifications waiting for `outstanding` to reach 0, in order.
-    deferred: VecDeque<Deferred>,
-}
-
-/// The layer's state of one endpoint.
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    /// Completions read while retrying a post, handed out by `poll`.
-    backlog: Mutex<Vec<Event>>,
-    /// By rank; used with [`NotifyOrder::DeliveryComplete`] only.
-    peers: Mutex<HashMap<u32, PeerOrder>>,
 }
 
 impl Endpoint {

@@ -29,9 +29,12 @@
 //! A snapshot keeps the segments it points to alive, so a reader never sees
 //! memory freed under it. The price: a deleted segment's memory is freed only
 //! once every thread that used the tables has made another call (or ended).
+//!
+//! The tables live beside the seam, not in `segments/`: a remote entry is
+//! what a transport's `attach` returned, with its capabilities read once.
 
+use super::{HostDirect, RemoteSegment};
 use crate::segments::LocalSegment;
-use crate::transport::{HostDirect, RemoteSegment};
 use gaspi_notify::NotificationArea;
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
