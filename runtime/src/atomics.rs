@@ -83,7 +83,7 @@ impl Inner {
     /// here, a peer's request is never trusted.
     pub(crate) fn owner_atomic(&self, seg: SegId, offset: u64, op: AtomicOp) -> Result<u64> {
         self.with_local(seg, |s, _| {
-            s.check(Side::Local, self.rank, offset, 8)?;
+            s.check(Side::Local, self.base.rank, offset, 8)?;
             if s.is_gpu() {
                 if !offset.is_multiple_of(8) {
                     return Err(Error::Unaligned { offset });
@@ -117,17 +117,17 @@ impl Inner {
             return Err(Error::Unaligned { offset });
         }
         let direct = {
-            let tables = self.tables.load();
-            let r = lookup_remote(&tables, rank, seg, offset, 8, self.config.segment_max)?;
+            let tables = self.base.tables.load();
+            let r = lookup_remote(&tables, rank, seg, offset, 8, self.base.config.segment_max)?;
             r.atomic(offset, op)?
         };
         match direct {
             Some(old) => Ok(old),
-            None if rank == self.rank => self.owner_atomic(seg, offset, op),
+            None if rank == self.base.rank => self.owner_atomic(seg, offset, op),
             None => {
                 let t = std::time::Instant::now();
                 let r = self.atomic_request(rank, seg, offset, op, timeout, name);
-                self.stats.waited(t.elapsed());
+                self.base.stats.waited(t.elapsed());
                 r
             }
         }
@@ -149,8 +149,8 @@ impl Inner {
         let token = match self.abandoned_atomics.adopt(&key) {
             Some(token) => token,
             None => {
-                let token = self.peers.next_token();
-                self.peers.expect_reply(token);
+                let token = self.base.peers.next_token();
+                self.base.peers.expect_reply(token);
                 let msg = Message::Atomic {
                     token,
                     seg: seg.0,
@@ -159,26 +159,27 @@ impl Inner {
                 };
                 // The whole frame or nothing: not sent, it has no effect.
                 if let Err(e) = self
+                    .base
                     .peers
                     .send_by(rank, &msg, Urgency::Within(deadline), name)
                 {
-                    self.peers.forget_reply(token);
+                    self.base.peers.forget_reply(token);
                     return Err(e);
                 }
                 token
             }
         };
-        match self.peers.await_reply(rank, token, deadline, name) {
+        match self.base.peers.await_reply(rank, token, deadline, name) {
             Err(e @ Error::Timeout { .. }) => {
                 // Sent, so it will be applied: the next identical call
                 // takes its answer instead of sending another.
                 if let Some(dropped) = self.abandoned_atomics.abandon(key, token) {
-                    self.peers.forget_reply(dropped);
+                    self.base.peers.forget_reply(dropped);
                 }
                 Err(e)
             }
             r => {
-                self.peers.forget_reply(token);
+                self.base.peers.forget_reply(token);
                 r
             }
         }
@@ -213,7 +214,7 @@ impl Gaspi {
         timeout: Timeout,
     ) -> Result<u64> {
         let inner = &*self.inner;
-        inner.stats.call(Op::AtomicFetchAdd, Counter::None, 0);
+        inner.base.stats.call(Op::AtomicFetchAdd, Counter::None, 0);
         inner.atomic(
             seg,
             offset,
@@ -245,7 +246,10 @@ impl Gaspi {
         timeout: Timeout,
     ) -> Result<u64> {
         let inner = &*self.inner;
-        inner.stats.call(Op::AtomicCompareSwap, Counter::None, 0);
+        inner
+            .base
+            .stats
+            .call(Op::AtomicCompareSwap, Counter::None, 0);
         inner.atomic(
             seg,
             offset,

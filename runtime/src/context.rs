@@ -1,5 +1,6 @@
 //! The `Gaspi` context: start-up, the tables every call consults, shutdown.
 
+use crate::base::{allreduce_slot, system_data_size, system_notifications, Base, SYSTEM_SEG};
 use crate::groups::GroupTable;
 use crate::model::config::Config;
 use crate::model::config::TransportChoice;
@@ -21,35 +22,18 @@ use gaspi_segments::HostId;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Index of the internal system segment in the remote tables; user ids are
-/// below `segment_max` <= 255, so 255 is never a user's.
-pub(crate) const SYSTEM_SEG: usize = 255;
-
 /// Everything the calls and the progress engine share.
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub config: Config,
-    pub rank: Rank,
-    pub size: u32,
-    /// The other ranks: alive or not, control connections, replies.
-    pub peers: Arc<Peers>,
-    /// How each rank's segments are reached (`None`: no transport does).
-    pub transports: Vec<Option<Arc<dyn Transport>>>,
-    /// This rank's segments and the segments peers registered with it.
-    pub tables: SegmentTables,
+    /// What every service of this rank reads (see `base.rs`).
+    pub base: Base,
     pub queues: Vec<QueueState>,
-    /// The internal segment whose notifications carry collectives.
-    pub system: Arc<LocalSegment>,
     pub groups: GroupTable,
     /// Reads posted through the TCP transport, awaiting their data.
     pub posted_reads: Arc<crate::transport::tcp::PostedReads>,
-    /// Sweeps of every connection asked of the engine (`term`).
-    pub sweeps: crate::progress::Sweeps,
     /// Atomic requests whose call returned `Timeout`, for an identical
     /// call to adopt (`atomics.rs`, decision 0029).
     pub abandoned_atomics: crate::atomics::AbandonedAtomics,
-    /// Calls, bytes and waiting time (see `stats.rs`).
-    pub stats: crate::model::stats::Stats,
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
     /// The device whose streams carry GPU copies (see `gpu/`).
@@ -83,50 +67,6 @@ const GOODBYE_FLUSH: Duration = Duration::from_secs(2);
 /// before its goodbye (the engine never blocks: milliseconds).
 const SWEEP_BOUND: Duration = Duration::from_millis(500);
 
-/// Bytes of one allreduce slot of the system segment for an
-/// `allreduce_elem_max` of `elem_max` (8-byte elements, rounded up to a
-/// multiple of 64): 2 KiB for the default 255, at least that.
-pub(crate) fn allreduce_slot(elem_max: u32) -> usize {
-    (elem_max as usize * 8).next_multiple_of(64).max(2048)
-}
-
-/// Notification words of the system segment: 64 per group for barriers,
-/// then per group one allreduce word per member position and one for the
-/// result.
-pub(crate) fn system_notifications(group_max: u32, size: u32) -> u32 {
-    group_max * 64 + group_max * (size + 1)
-}
-
-/// Data bytes of the system segment: per group one allreduce slot (of
-/// `slot` bytes, [`allreduce_slot`]) per member position (used on the
-/// group's root) and one result slot. The memfd is sparse: pages never
-/// touched cost nothing.
-pub(crate) fn system_data_size(group_max: u32, size: u32, slot: usize) -> usize {
-    group_max as usize * (size as usize + 1) * slot
-}
-
-/// Allreduce word of `group` for member position `slot` (`slot == size`:
-/// the result word).
-pub(crate) fn reduce_word(group_max: u32, size: u32, group: crate::Group, slot: u32) -> u32 {
-    64 * group_max + group.0 * (size + 1) + slot
-}
-
-/// Offset of allreduce slot `index` of `group` in the system segment's
-/// data, for slots of `slot` bytes.
-pub(crate) fn reduce_offset(size: u32, group: crate::Group, index: u32, slot: usize) -> u64 {
-    ((group.0 as u64 * (size as u64 + 1)) + index as u64) * slot as u64
-}
-
-/// Every collective word of `group` in the system segment.
-pub(crate) fn group_words(
-    group_max: u32,
-    size: u32,
-    group: crate::Group,
-) -> impl Iterator<Item = u32> {
-    let first = reduce_word(group_max, size, group, 0);
-    (64 * group.0..64 * group.0 + 64).chain(first..=first + size)
-}
-
 impl Inner {
     /// Sends the answers waiters left owed to peers, if any (progress
     /// engine; see `transport/tcp/serve.rs`, `SettleStash`).
@@ -134,9 +74,12 @@ impl Inner {
         if !self.waiter_progress.take_owed() {
             return;
         }
-        for (r, peer) in self.peers.iter() {
+        for (r, peer) in self.base.peers.iter() {
             if let Some(owed) = peer.settle_stash.take_frames() {
-                let _ = self.peers.send_frame_by(r, &owed, Urgency::Now, "settle");
+                let _ = self
+                    .base
+                    .peers
+                    .send_frame_by(r, &owed, Urgency::Now, "settle");
             }
         }
     }
@@ -146,10 +89,10 @@ impl Inner {
         for q in &self.queues {
             q.outstanding.wake();
         }
-        self.system.notifications.signal();
+        self.base.system.notifications.signal();
         self.groups.wake();
         self.passive.wake();
-        self.peers.wake_replies();
+        self.base.peers.wake_replies();
     }
 
     /// Maps a segment that `owner` registered with this rank.
@@ -159,18 +102,17 @@ impl Inner {
         seg: usize,
         desc: &crate::model::descriptor::SegmentDescriptor,
     ) -> Result<()> {
-        let transport =
-            self.transports[owner.0 as usize]
-                .as_ref()
-                .ok_or_else(|| Error::NoTransport {
-                    rank: owner,
-                    reason: "it is on another host and no network transport is available yet"
-                        .into(),
-                })?;
+        let transport = self.base.transports[owner.0 as usize]
+            .as_ref()
+            .ok_or_else(|| Error::NoTransport {
+                rank: owner,
+                reason: "it is on another host and no network transport is available yet".into(),
+            })?;
         let remote = transport
             .attach(owner, seg as u8, desc, &self.gpu_home)
             .map_err(|e| self.owner_gone(owner, e))?;
-        self.tables
+        self.base
+            .tables
             .update(|t| t.set_remote(owner.0 as usize, seg, Some(remote.into())));
         Ok(())
     }
@@ -181,6 +123,7 @@ impl Inner {
     pub fn owner_gone(&self, owner: Rank, e: Error) -> Error {
         match e {
             Error::Segment(gaspi_segments::SegmentError::OwnerGone { .. }) => self
+                .base
                 .peers
                 .peer_ok(owner)
                 .err()
@@ -191,15 +134,9 @@ impl Inner {
 
     /// Forgets a segment `owner` registered with this rank.
     pub fn detach(&self, owner: Rank, seg: usize) {
-        self.tables
+        self.base
+            .tables
             .update(|t| t.set_remote(owner.0 as usize, seg, None));
-    }
-
-    /// Name of the transport to `rank`.
-    pub fn transport_name(&self, rank: Rank) -> &'static str {
-        self.transports[rank.0 as usize]
-            .as_ref()
-            .map_or("none", |t| t.name())
     }
 }
 
@@ -227,10 +164,10 @@ impl PeerEvents for InnerEvents {
         let Some(inner) = self.0.upgrade() else {
             return;
         };
-        if inner.transport_name(rank) == "tcp" {
+        if inner.base.transport_name(rank) == "tcp" {
             inner
                 .waiter_progress
-                .spin_while(inner.config.effective_spin(), deadline, waiting);
+                .spin_while(inner.base.config.effective_spin(), deadline, waiting);
         }
     }
 }
@@ -441,18 +378,12 @@ impl Gaspi {
         }
         let system = Arc::new(system);
         let inner = Arc::new(Inner {
-            rank,
-            size,
-            tables: SegmentTables::new(size),
             queues: (0..config.queue_max)
                 .map(|q| QueueState::new(q, size, q < config.queue_num))
                 .collect(),
             groups: GroupTable::new(config.group_max, size),
-            system,
             posted_reads: tcp.posted_reads(),
-            sweeps: Default::default(),
             abandoned_atomics: Default::default(),
-            stats: crate::model::stats::Stats::default(),
             passive: crate::passive::Inbox::default(),
             gpu_home: Default::default(),
             owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),
@@ -460,29 +391,37 @@ impl Gaspi {
             copy_helper,
             waiter_progress,
             wait_work,
-            peers: Arc::new(Peers::new(
+            base: Base {
                 rank,
-                peers,
-                config.launch.job_key.clone(),
-                config.peer_timeout,
-            )),
-            transports,
-            config,
+                size,
+                tables: SegmentTables::new(size),
+                system,
+                stats: crate::model::stats::Stats::default(),
+                peers: Arc::new(Peers::new(
+                    rank,
+                    peers,
+                    config.launch.job_key.clone(),
+                    config.peer_timeout,
+                )),
+                transports,
+                config,
+            },
             #[cfg(feature = "verbs")]
             verbs,
         });
         if let Some(helper) = &inner.copy_helper {
             helper.bind(Arc::downgrade(&inner));
         }
-        tcp.bind(Arc::downgrade(&inner.peers));
+        tcp.bind(Arc::downgrade(&inner.base.peers));
         inner
+            .base
             .peers
             .set_events(Box::new(InnerEvents(Arc::downgrade(&inner))));
         inner.waiter_progress.bind(Arc::downgrade(&inner));
         #[cfg(feature = "verbs")]
         if let Some(v) = &inner.verbs {
             v.bind(
-                Arc::downgrade(&inner.peers),
+                Arc::downgrade(&inner.base.peers),
                 inner.queues.iter().map(|q| q.outstanding.clone()).collect(),
                 tcp_dyn.clone(),
             )?;
@@ -494,8 +433,8 @@ impl Gaspi {
         // 0028). A rank that fails here tells rank 0, which stops the
         // whole job's start-up with its reason.
         let mapped = (0..size).try_for_each(|r| {
-            let desc = inner.peers[Rank(r)].endpoint.system.clone();
-            match inner.transports[r as usize].is_some() {
+            let desc = inner.base.peers[Rank(r)].endpoint.system.clone();
+            match inner.base.transports[r as usize].is_some() {
                 true => inner.attach(Rank(r), SYSTEM_SEG, &desc),
                 false => Ok(()),
             }
@@ -504,9 +443,9 @@ impl Gaspi {
         // The star's connections become control connections.
         let mut readers = Vec::with_capacity(star.len());
         for (r, c) in star {
-            crate::net::connection::watch_liveness(&c, inner.config.peer_timeout)?;
+            crate::net::connection::watch_liveness(&c, inner.base.config.peer_timeout)?;
             let c = Arc::new(c);
-            let _ = inner.peers[Rank(r)]
+            let _ = inner.base.peers[Rank(r)]
                 .control
                 .set(ControlOut::new(c.clone())?);
             readers.push((Rank(r), c));
@@ -514,7 +453,7 @@ impl Gaspi {
         let engine = ProgressEngine::start(inner.clone(), readers, listener)?;
         let by_transport = |name: &str| {
             (0..size)
-                .filter(|&r| r != rank.0 && inner.transport_name(Rank(r)) == name)
+                .filter(|&r| r != rank.0 && inner.base.transport_name(Rank(r)) == name)
                 .count()
         };
         tracing::info!(
@@ -523,7 +462,7 @@ impl Gaspi {
             "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks, tcp to {} ranks, verbs to {} ranks",
             rank.0,
             size,
-            inner.config.launch.launcher,
+            inner.base.config.launch.launcher,
             by_transport("shm"),
             by_transport("tcp"),
             by_transport("verbs"),
@@ -549,47 +488,50 @@ impl Gaspi {
         // Deaths this rank can see go out before its goodbye: a call that
         // failed naming a dead rank may have seen a send fail before the
         // engine read that rank's end (decision 0018).
-        self.inner.sweeps.sweep(&self.inner, SWEEP_BOUND);
+        self.inner.base.peers.sweep(SWEEP_BOUND);
         // Goodbye to every peer this rank is connected to (the engine says
         // it on the connections that only carry the peers' frames).
-        for r in 0..self.inner.size {
-            let connected = self.inner.peers[Rank(r)].control.get().is_some();
-            if r != self.inner.rank.0 && connected && self.inner.peers.peer_ok(Rank(r)).is_ok() {
-                let _ = self.inner.peers.send(Rank(r), &Message::Goodbye);
+        for r in 0..self.inner.base.size {
+            let connected = self.inner.base.peers[Rank(r)].control.get().is_some();
+            if r != self.inner.base.rank.0
+                && connected
+                && self.inner.base.peers.peer_ok(Rank(r)).is_ok()
+            {
+                let _ = self.inner.base.peers.send(Rank(r), &Message::Goodbye);
             }
         }
         // A peer that reads nothing (stopped) cannot hold the exit longer.
-        self.inner.peers.flush_all(GOODBYE_FLUSH);
+        self.inner.base.peers.flush_all(GOODBYE_FLUSH);
         engine.stop();
     }
 
     /// This rank.
     pub fn rank(&self) -> Rank {
-        self.inner.rank
+        self.inner.base.rank
     }
 
     /// Number of ranks in the job.
     pub fn size(&self) -> u32 {
-        self.inner.size
+        self.inner.base.size
     }
 
     /// The configuration in force.
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.inner.base.config
     }
 
     /// The error-state vector: the health of every rank as seen from here.
     pub fn state_vec(&self) -> Vec<RankState> {
-        (0..self.inner.size)
-            .map(|r| self.inner.peers.state_of(Rank(r)))
+        (0..self.inner.base.size)
+            .map(|r| self.inner.base.peers.state_of(Rank(r)))
             .collect()
     }
 
     /// Name of the transport that reaches `rank`: "shm" (shared memory,
     /// CUDA IPC for GPU segments) or "tcp".
     pub fn transport(&self, rank: Rank) -> Result<&'static str> {
-        self.inner.peers.check_rank(rank)?;
-        Ok(self.inner.transport_name(rank))
+        self.inner.base.peers.check_rank(rank)?;
+        Ok(self.inner.base.transport_name(rank))
     }
 
     /// The ranks this rank has a control connection to, ascending. At
@@ -606,19 +548,19 @@ impl Gaspi {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn connections(&self) -> Vec<Rank> {
-        (0..self.inner.size)
+        (0..self.inner.base.size)
             .map(Rank)
-            .filter(|&r| r != self.inner.rank && self.inner.peers.connected(r))
+            .filter(|&r| r != self.inner.base.rank && self.inner.base.peers.connected(r))
             .collect()
     }
 
     /// Checks that `rank` is alive and answering, within `timeout`.
     pub fn proc_ping(&self, rank: Rank, timeout: crate::Timeout) -> Result<()> {
-        self.inner.peers.check_rank(rank)?;
-        if rank == self.inner.rank {
+        self.inner.base.peers.check_rank(rank)?;
+        if rank == self.inner.base.rank {
             return Ok(());
         }
-        self.inner.peers.request(
+        self.inner.base.peers.request(
             rank,
             |token| Message::Ping { token },
             timeout.deadline(),
@@ -629,24 +571,24 @@ impl Gaspi {
     /// The statistics of this rank since init or the last
     /// [`Gaspi::statistics_reset`].
     pub fn statistics(&self) -> crate::Statistics {
-        self.inner.stats.read()
+        self.inner.base.stats.read()
     }
 
     /// Sets every statistics counter of this rank back to zero.
     pub fn statistics_reset(&self) {
-        self.inner.stats.reset()
+        self.inner.base.stats.reset()
     }
 
     /// Stops another rank (it exits at once, as if killed).
     pub fn proc_kill(&self, rank: Rank) -> Result<()> {
-        self.inner.peers.check_rank(rank)?;
-        if rank == self.inner.rank {
+        self.inner.base.peers.check_rank(rank)?;
+        if rank == self.inner.base.rank {
             return Err(Error::BadRank {
                 rank,
-                size: self.inner.size,
+                size: self.inner.base.size,
             });
         }
-        self.inner.peers.send(rank, &Message::Kill)
+        self.inner.base.peers.send(rank, &Message::Kill)
     }
 }
 

@@ -11,12 +11,22 @@
 //! every other member's hash, nobody can signal a collective of the new
 //! group into a member that has not cleared yet.
 
-use crate::context::{Gaspi, Inner};
+use crate::base::Base;
 use crate::model::error::{Error, Result};
-use crate::model::ids::{Group, Rank, Timeout};
+use crate::model::ids::{Group, Rank};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// What identifies an allreduce call for resumption: operation, element
+/// type, element size, element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Signature {
+    pub op: u8,
+    pub ty: u8,
+    pub elem_size: usize,
+    pub count: usize,
+}
 
 /// Where a collective of a group stands, so that a call that returned
 /// `Timeout` can be resumed by calling it again.
@@ -35,7 +45,7 @@ pub(crate) struct AllreduceProgress {
     pub epoch: u32,
     /// The call in progress: its signature and whether this member's
     /// contribution is sent; `None` when idle.
-    pub running: Option<(crate::collectives::allreduce::Signature, bool)>,
+    pub running: Option<(Signature, bool)>,
 }
 
 /// One group.
@@ -51,7 +61,7 @@ pub(crate) struct GroupState {
 }
 
 impl GroupState {
-    fn new(members: Vec<Rank>, committed: bool) -> GroupState {
+    pub fn new(members: Vec<Rank>, committed: bool) -> GroupState {
         GroupState {
             members,
             committed,
@@ -82,7 +92,7 @@ impl GroupState {
 pub(crate) struct GroupTable {
     pub groups: Mutex<Vec<Option<GroupState>>>,
     /// Commit hashes received: (group, from) -> hash.
-    commits: Mutex<HashMap<(u32, u32), u64>>,
+    pub(crate) commits: Mutex<HashMap<(u32, u32), u64>>,
     commit_cv: Condvar,
 }
 
@@ -118,7 +128,7 @@ impl GroupTable {
     }
 
     /// Runs `f` on an existing group, committed or not.
-    fn with_group<R>(
+    pub fn with_group<R>(
         &self,
         group: Group,
         f: impl FnOnce(&mut Option<GroupState>) -> Result<R>,
@@ -148,7 +158,7 @@ impl GroupTable {
 }
 
 /// Hash of a group's identity, the same on every member that agrees.
-fn group_hash(group: Group, members: &[Rank]) -> u64 {
+pub(crate) fn group_hash(group: Group, members: &[Rank]) -> u64 {
     // FNV-1a over the id and the ranks.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for v in std::iter::once(group.0).chain(members.iter().map(|r| r.0)) {
@@ -160,159 +170,31 @@ fn group_hash(group: Group, members: &[Rank]) -> u64 {
     h
 }
 
-impl Gaspi {
-    /// Creates an empty, uncommitted group; at most `config.group_max`
-    /// groups exist at once, `Group::ALL` included.
-    pub fn group_create(&self) -> Result<Group> {
-        let mut groups = self
-            .inner
-            .groups
-            .groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let free = groups
-            .iter()
-            .position(|g| g.is_none())
-            .ok_or(Error::NoFreeGroup {
-                max: self.inner.config.group_max,
-            })?;
-        groups[free] = Some(GroupState::new(Vec::new(), false));
-        Ok(Group(free as u32))
-    }
-
-    /// Adds `rank` to an uncommitted group.
-    pub fn group_add(&self, group: Group, rank: Rank) -> Result<()> {
-        self.inner.peers.check_rank(rank)?;
-        self.inner.groups.with_group(group, |slot| {
-            let g = slot.as_mut().expect("checked");
-            if g.committed || group == Group::ALL {
-                return Err(Error::GroupCommitted { group });
-            }
-            match g.members.binary_search(&rank) {
-                Ok(_) => Err(Error::AlreadyMember { group, rank }),
-                Err(at) => {
-                    g.members.insert(at, rank);
-                    Ok(())
-                }
-            }
-        })
-    }
-
-    /// Deletes a group (not `Group::ALL`); its id may be created again.
-    pub fn group_delete(&self, group: Group) -> Result<()> {
-        if group == Group::ALL {
-            return Err(Error::GroupCommitted { group });
-        }
-        self.inner.groups.with_group(group, |slot| {
-            *slot = None;
-            Ok(())
-        })
-    }
-
-    /// Number of members of a group.
-    pub fn group_size(&self, group: Group) -> Result<u32> {
-        self.group_ranks(group).map(|m| m.len() as u32)
-    }
-
-    /// Members of a group, ascending.
-    pub fn group_ranks(&self, group: Group) -> Result<Vec<Rank>> {
-        self.inner.groups.with_group(group, |slot| {
-            Ok(slot.as_ref().expect("checked").members.clone())
-        })
-    }
-
-    /// Most groups that may exist at once.
-    pub fn group_max(&self) -> u32 {
-        self.inner.config.group_max
-    }
-
-    /// Commits `group`: a collective of its members, which must all call it
-    /// with the same member list (refused with `GroupMismatch` otherwise).
-    /// After a `Timeout`, calling it again resumes it.
-    pub fn group_commit(&self, group: Group, timeout: Timeout) -> Result<()> {
-        let inner = &*self.inner;
-        let deadline = timeout.deadline();
-        let me = inner.rank;
-        let (members, hash, send) = inner.groups.with_group(group, |slot| {
-            let g = slot.as_mut().expect("checked");
-            if g.committed {
-                return Err(Error::GroupCommitted { group });
-            }
-            if g.members.binary_search(&me).is_err() {
-                return Err(Error::NotGroupMember { group });
-            }
-            let send = !g.commit_sent;
-            if send {
-                clear_words(inner, group);
-                g.commit_sent = true;
-            }
-            Ok((g.members.clone(), group_hash(group, &g.members), send))
-        })?;
-        if send {
-            for &m in members.iter().filter(|&&m| m != me) {
-                // Small and sent once per commit (a resumed call does not
-                // send again), so it never waits for room: `net/connection.rs`.
-                inner.peers.send(
-                    m,
-                    &crate::net::frame::Message::GroupCommit {
-                        group: group.0,
-                        hash,
-                    },
-                )?;
-            }
-        }
-        let waited = wait_hashes(inner, group, &members, hash, deadline);
-        let mut commits = inner
-            .groups
-            .commits
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match waited {
-            Err(Error::Timeout { .. }) => Err(Error::Timeout { op: "group_commit" }),
-            other => {
-                // Done or failed for good: forget the hashes of this round.
-                for &m in &members {
-                    commits.remove(&(group.0, m.0));
-                }
-                drop(commits);
-                let ok = other.is_ok();
-                inner.groups.with_group(group, |slot| {
-                    let g = slot.as_mut().expect("checked");
-                    g.commit_sent = false;
-                    g.committed = ok;
-                    Ok(())
-                })?;
-                other
-            }
-        }
-    }
-}
-
 /// Clears this rank's collective words of `group` in its system segment.
-fn clear_words(inner: &Inner, group: Group) {
-    let area = &inner.system.notifications;
-    for w in crate::context::group_words(inner.config.group_max, inner.size, group) {
+pub(crate) fn clear_words(base: &Base, group: Group) {
+    let area = &base.system.notifications;
+    for w in crate::base::group_words(base.config.group_max, base.size, group) {
         let _ = area.reset(w);
     }
 }
 
-fn wait_hashes(
-    inner: &Inner,
+pub(crate) fn wait_hashes(
+    base: &Base,
+    table: &GroupTable,
     group: Group,
     members: &[Rank],
     hash: u64,
     deadline: Option<Instant>,
 ) -> Result<()> {
-    let table = &inner.groups;
     let mut commits = table.commits.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         let mut missing = false;
-        for &m in members.iter().filter(|&&m| m != inner.rank) {
+        for &m in members.iter().filter(|&&m| m != base.rank) {
             match commits.get(&(group.0, m.0)) {
                 Some(&h) if h != hash => return Err(Error::GroupMismatch { group, rank: m }),
                 Some(_) => {}
                 None => {
-                    inner.peers.peer_ok(m)?;
+                    base.peers.peer_ok(m)?;
                     missing = true;
                 }
             }

@@ -40,8 +40,10 @@
 //! ```
 
 mod atomics;
+mod base;
 mod collectives;
 mod context;
+mod gaspi;
 pub mod gpu;
 mod groups;
 mod lists;

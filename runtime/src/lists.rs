@@ -173,7 +173,7 @@ impl Gaspi {
         if elems.is_empty() {
             return Err(Error::ZeroSize { what: "a list" });
         }
-        let max = inner.config.rw_list_elem_max;
+        let max = inner.base.config.rw_list_elem_max;
         if elems.len() > max as usize {
             return Err(Error::TooManyElements {
                 what: "a list",
@@ -182,7 +182,7 @@ impl Gaspi {
             });
         }
         inner.check_peer(rank)?;
-        let tables = inner.tables.load();
+        let tables = inner.base.tables.load();
         // Pass 1: check every element and the notification; nothing moves.
         for e in elems {
             resolve(inner, &tables, e, rank)?;
@@ -194,10 +194,10 @@ impl Gaspi {
             Some((seg, id, value)) => {
                 let (target, owner) = match dir {
                     Dir::Write => (rank, rank),
-                    Dir::Read => (inner.rank, inner.rank),
+                    Dir::Read => (inner.base.rank, inner.base.rank),
                 };
                 inner.check_seg_id(seg)?;
-                let r = lookup_remote(&tables, target, seg, 0, 0, inner.config.segment_max)?;
+                let r = lookup_remote(&tables, target, seg, 0, 0, inner.base.config.segment_max)?;
                 check_notification(r, owner, seg, id, value)?;
                 let to = RemoteEnd {
                     rank: target,
@@ -211,7 +211,7 @@ impl Gaspi {
         // One request per element; a notification is part of the call
         // (decision 0030).
         let entries = elems.len() as u32;
-        q.reserve(queue, entries, inner.config.queue_size_max)?;
+        q.reserve(queue, entries, inner.base.config.queue_size_max)?;
         let first_remote = resolve(inner, &tables, &elems[0], rank)?.remote;
         let reads_complete_later = first_remote.capabilities().completes_later();
         // Pass 2: move the data, element by element, then notify.
@@ -257,7 +257,7 @@ impl Gaspi {
                     Dir::Write => crate::model::stats::Counter::BytesWritten,
                     Dir::Read => crate::model::stats::Counter::BytesRead,
                 };
-                inner.stats.call(op, counter, bytes);
+                inner.base.stats.call(op, counter, bytes);
                 Ok(())
             }
             Err(e) => {
@@ -281,11 +281,11 @@ fn resolve<'t>(
         tables.local[e.local_seg.0 as usize]
             .as_deref()
             .ok_or(Error::UnknownSegment {
-                rank: inner.rank,
+                rank: inner.base.rank,
                 seg: e.local_seg,
             })?;
-    local.check(Side::Local, inner.rank, e.local_offset, e.size)?;
-    let max = inner.config.segment_max;
+    local.check(Side::Local, inner.base.rank, e.local_offset, e.size)?;
+    let max = inner.base.config.segment_max;
     let remote = lookup_remote(tables, rank, e.remote_seg, e.remote_offset, e.size, max)?;
     Ok(Resolved {
         segment: local,

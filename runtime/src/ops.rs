@@ -23,10 +23,10 @@ impl From<&Segment> for SegId {
 
 impl Inner {
     pub(crate) fn check_seg_id(&self, seg: SegId) -> Result<()> {
-        if seg.0 as u32 >= self.config.segment_max {
+        if seg.0 as u32 >= self.base.config.segment_max {
             return Err(Error::SegmentIdOutOfRange {
                 seg,
-                max: self.config.segment_max,
+                max: self.base.config.segment_max,
             });
         }
         Ok(())
@@ -34,10 +34,10 @@ impl Inner {
 
     pub(crate) fn local_segment(&self, seg: SegId) -> Result<Arc<LocalSegment>> {
         self.check_seg_id(seg)?;
-        self.tables.load().local[seg.0 as usize]
+        self.base.tables.load().local[seg.0 as usize]
             .clone()
             .ok_or(Error::UnknownSegment {
-                rank: self.rank,
+                rank: self.base.rank,
                 seg,
             })
     }
@@ -50,11 +50,11 @@ impl Inner {
         f: impl FnOnce(&LocalSegment, &Tables) -> Result<R>,
     ) -> Result<R> {
         self.check_seg_id(seg)?;
-        let tables = self.tables.load();
+        let tables = self.base.tables.load();
         let s = tables.local[seg.0 as usize]
             .as_deref()
             .ok_or(Error::UnknownSegment {
-                rank: self.rank,
+                rank: self.base.rank,
                 seg,
             })?;
         f(s, &tables)
@@ -66,7 +66,7 @@ impl Inner {
             .filter(|q| q.created.load(std::sync::atomic::Ordering::Relaxed))
             .ok_or(Error::BadQueue {
                 queue,
-                count: self.config.queue_num,
+                count: self.base.config.queue_num,
             })
     }
 
@@ -84,10 +84,10 @@ impl Inner {
     /// such a request moves no data, but its other arguments are checked
     /// as for any size and its notification, if it has one, is delivered.
     pub(crate) fn check_transfer_size(&self, size: u64) -> Result<()> {
-        if size > self.config.transfer_size_max {
+        if size > self.base.config.transfer_size_max {
             return Err(Error::TooLarge {
                 size,
-                max: self.config.transfer_size_max,
+                max: self.base.config.transfer_size_max,
             });
         }
         Ok(())
@@ -97,14 +97,14 @@ impl Inner {
     /// [`segment_size_max`](crate::Config::segment_size_max). Every segment
     /// call runs it before anything is mapped, allocated or sent.
     pub(crate) fn check_segment_size(&self, size: u64) -> Result<()> {
-        check_segment_size(size, self.config.segment_size_max)
+        check_segment_size(size, self.base.config.segment_size_max)
     }
 
     /// Checks that `rank` exists, is healthy and reachable.
     pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
-        self.peers.check_rank(rank)?;
-        self.peers.peer_ok(rank)?;
-        if self.transports[rank.0 as usize].is_none() {
+        self.base.peers.check_rank(rank)?;
+        self.base.peers.peer_ok(rank)?;
+        if self.base.transports[rank.0 as usize].is_none() {
             return Err(Error::NoTransport {
                 rank,
                 reason: "it is on another host and no network transport is available yet".into(),
@@ -119,7 +119,7 @@ impl Gaspi {
 
     fn check_free(&self, seg: SegId) -> Result<()> {
         self.inner.check_seg_id(seg)?;
-        if self.inner.tables.load().local[seg.0 as usize].is_some() {
+        if self.inner.base.tables.load().local[seg.0 as usize].is_some() {
             return Err(Error::SegmentExists { seg });
         }
         Ok(())
@@ -135,21 +135,21 @@ impl Gaspi {
             Memory::Host => LocalSegment::alloc_host(
                 seg,
                 size,
-                inner.config.notification_num,
-                inner.config.effective_spin(),
+                inner.base.config.notification_num,
+                inner.base.config.effective_spin(),
             )?,
             Memory::Gpu(device) => {
                 let s = LocalSegment::alloc_gpu(
                     seg,
                     size,
                     device,
-                    inner.config.notification_num,
-                    inner.config.effective_spin(),
-                    inner.config.gpu_notifications,
+                    inner.base.config.notification_num,
+                    inner.base.config.effective_spin(),
+                    inner.base.config.gpu_notifications,
                 )?;
                 tracing::info!(
                     "{seg} in the memory of GPU {device}; notification words {}",
-                    inner.config.gpu_notifications
+                    inner.base.config.gpu_notifications
                 );
                 self.gpu_segment_setup(s, device)?
             }
@@ -164,10 +164,10 @@ impl Gaspi {
         // unless the config names another.
         let home = *inner
             .gpu_home
-            .get_or_init(|| inner.config.gpu_device.unwrap_or(device));
+            .get_or_init(|| inner.base.config.gpu_device.unwrap_or(device));
         // CPU ranks' copies into it run in this process (see
         // gpu/owner_copy.rs): the inbox rides in the descriptor.
-        if inner.config.gpu_owner_copies && inner.size > 1 {
+        if inner.base.config.gpu_owner_copies && inner.base.size > 1 {
             s.descriptor.inbox = Some(inner.owner_inbox(home)?);
         }
         Ok(s)
@@ -198,7 +198,7 @@ impl Gaspi {
     ) -> Result<Segment> {
         self.check_free(seg)?;
         self.inner.check_segment_size(size)?;
-        let config = &self.inner.config;
+        let config = &self.inner.base.config;
         // SAFETY: forwarded from this function's contract.
         let s = unsafe {
             LocalSegment::bind_gpu(
@@ -230,8 +230,8 @@ impl Gaspi {
         }
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
-        let me = inner.rank;
-        let transport = inner.transports[me.0 as usize]
+        let me = inner.base.rank;
+        let transport = inner.base.transports[me.0 as usize]
             .clone()
             .expect("a rank always reaches itself");
         let s = Arc::new(s);
@@ -240,7 +240,7 @@ impl Gaspi {
         } else {
             transport.attach(me, seg.0, &s.descriptor, &inner.gpu_home)?
         };
-        inner.tables.update(|t| {
+        inner.base.tables.update(|t| {
             if t.local(seg.0 as usize).is_some() {
                 return Err(Error::SegmentExists { seg });
             }
@@ -261,7 +261,7 @@ impl Gaspi {
     pub unsafe fn segment_bind(&self, seg: SegId, ptr: *mut u8, size: u64) -> Result<Segment> {
         self.check_free(seg)?;
         self.inner.check_segment_size(size)?;
-        let config = &self.inner.config;
+        let config = &self.inner.base.config;
         // SAFETY: forwarded from this function's contract.
         let s = unsafe {
             LocalSegment::bind(
@@ -282,7 +282,7 @@ impl Gaspi {
         self.check_free(seg)?;
         let len = buffer.len() as u64;
         self.inner.check_segment_size(len)?;
-        let config = &self.inner.config;
+        let config = &self.inner.base.config;
         let ptr = buffer.as_mut_ptr();
         // SAFETY: the heap buffer is moved into the segment, which keeps it
         // alive (and unmoved: a Box's heap allocation never moves) for as
@@ -303,19 +303,19 @@ impl Gaspi {
     /// Makes the segment `seg` of this rank reachable by `rank`.
     pub fn segment_register(&self, seg: SegId, rank: Rank, timeout: Timeout) -> Result<()> {
         let s = self.inner.local_segment(seg)?;
-        self.inner.peers.check_rank(rank)?;
+        self.inner.base.peers.check_rank(rank)?;
         self.register_with(&s, &[rank], timeout)
     }
 
     fn register_with(&self, s: &LocalSegment, ranks: &[Rank], timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         for &r in ranks {
-            if r == self.inner.rank {
+            if r == self.inner.base.rank {
                 continue;
             }
             let desc = s.descriptor.clone();
             let seg = s.id.0;
-            self.inner.peers.request(
+            self.inner.base.peers.request(
                 r,
                 move |token| Message::Register {
                     token,
@@ -344,7 +344,7 @@ impl Gaspi {
         let members = self
             .inner
             .groups
-            .with_committed(group, self.inner.rank, |g| g.members.clone())?;
+            .with_committed(group, self.inner.base.rank, |g| g.members.clone())?;
         let s = self.segment_alloc(seg, size, memory)?;
         self.register_and_barrier(s, &members, group, timeout)
     }
@@ -361,7 +361,7 @@ impl Gaspi {
         let members = self
             .inner
             .groups
-            .with_committed(group, self.inner.rank, |g| g.members.clone())?;
+            .with_committed(group, self.inner.base.rank, |g| g.members.clone())?;
         let s = self.segment_bind_buffer(seg, buffer)?;
         self.register_and_barrier(s, &members, group, timeout)
     }
@@ -402,14 +402,14 @@ impl Gaspi {
     pub fn segment_delete(&self, seg: SegId) -> Result<()> {
         let inner = &self.inner;
         self.remove_local(seg)?;
-        for r in 0..inner.size {
+        for r in 0..inner.base.size {
             // Only peers this rank is connected to can have been told of it.
-            if r != inner.rank.0
-                && inner.peers.connected(Rank(r))
-                && inner.peers.peer_ok(Rank(r)).is_ok()
+            if r != inner.base.rank.0
+                && inner.base.peers.connected(Rank(r))
+                && inner.base.peers.peer_ok(Rank(r)).is_ok()
             {
                 let seg = seg.0;
-                let forgotten = inner.peers.request(
+                let forgotten = inner.base.peers.request(
                     Rank(r),
                     move |token| Message::Unregister { token, seg },
                     None,
@@ -429,13 +429,13 @@ impl Gaspi {
     fn remove_local(&self, seg: SegId) -> Result<()> {
         let inner = &self.inner;
         inner.check_seg_id(seg)?;
-        let removed = inner.tables.update(|t| {
-            t.set_remote(inner.rank.0 as usize, seg.0 as usize, None);
+        let removed = inner.base.tables.update(|t| {
+            t.set_remote(inner.base.rank.0 as usize, seg.0 as usize, None);
             t.set_local(seg.0 as usize, None)
         });
         if removed.is_none() {
             return Err(Error::UnknownSegment {
-                rank: inner.rank,
+                rank: inner.base.rank,
                 seg,
             });
         }
@@ -451,13 +451,15 @@ impl Gaspi {
             return;
         }
         // Only peers this rank is connected to can have been told of it.
-        for r in (0..inner.size).filter(|&r| r != inner.rank.0 && inner.peers.connected(Rank(r))) {
+        for r in (0..inner.base.size)
+            .filter(|&r| r != inner.base.rank.0 && inner.base.peers.connected(Rank(r)))
+        {
             // Token 0 is never awaited: the answer is dropped on arrival.
             let forget = Message::Unregister {
                 token: 0,
                 seg: seg.0,
             };
-            let _ = inner.peers.send(Rank(r), &forget);
+            let _ = inner.base.peers.send(Rank(r), &forget);
         }
     }
 
@@ -465,7 +467,7 @@ impl Gaspi {
     pub fn segment(&self, seg: SegId) -> Result<Segment> {
         Ok(Segment {
             inner: self.inner.local_segment(seg)?,
-            rank: self.inner.rank,
+            rank: self.inner.base.rank,
         })
     }
 
@@ -483,12 +485,12 @@ impl Gaspi {
     /// peer's that it registered with this rank or created in a group with
     /// it); [`Error::UnknownSegment`] while this rank does not know it.
     pub fn segment_size_of(&self, rank: Rank, seg: SegId) -> Result<u64> {
-        self.inner.peers.check_rank(rank)?;
-        if rank == self.inner.rank {
+        self.inner.base.peers.check_rank(rank)?;
+        if rank == self.inner.base.rank {
             return self.segment_size(seg);
         }
         self.inner.check_seg_id(seg)?;
-        self.inner.tables.load().remote[rank.0 as usize][seg.0 as usize]
+        self.inner.base.tables.load().remote[rank.0 as usize][seg.0 as usize]
             .as_ref()
             .map(|r| r.size)
             .ok_or(Error::UnknownSegment { rank, seg })
@@ -522,6 +524,7 @@ impl Gaspi {
     /// Ids of this rank's segments, ascending.
     pub fn segment_list(&self) -> Vec<SegId> {
         self.inner
+            .base
             .tables
             .load()
             .local
@@ -617,15 +620,15 @@ impl Gaspi {
         inner.check_transfer_size(size)?;
         inner.check_peer(rank)?;
         inner.with_local(req.local_seg, |local, tables| {
-            local.check(Side::Local, inner.rank, req.local_offset, size)?;
-            let max = inner.config.segment_max;
+            local.check(Side::Local, inner.base.rank, req.local_offset, size)?;
+            let max = inner.base.config.segment_max;
             let r = lookup_remote(tables, rank, remote_seg, req.remote_offset, size, max)?;
             if let Some((id, value)) = notify {
                 check_notification(r, rank, remote_seg, id, value)?;
             }
             // One request, its notification part of it (decision 0030).
             let entries = 1;
-            q.reserve(req.queue, entries, inner.config.queue_size_max)?;
+            q.reserve(req.queue, entries, inner.base.config.queue_size_max)?;
             let notify = notify.map(|(id, value)| (id.0, value));
             let to = RemoteEnd {
                 rank,
@@ -649,7 +652,7 @@ impl Gaspi {
             } else {
                 Op::Write
             };
-            inner.stats.call(op, Counter::BytesWritten, size);
+            inner.base.stats.call(op, Counter::BytesWritten, size);
             Ok(())
         })
     }
@@ -674,10 +677,10 @@ impl Gaspi {
         inner.check_transfer_size(size)?;
         inner.check_peer(rank)?;
         inner.with_local(local_seg, |local, tables| {
-            local.check(Side::Local, inner.rank, local_offset, size)?;
-            let max = inner.config.segment_max;
+            local.check(Side::Local, inner.base.rank, local_offset, size)?;
+            let max = inner.base.config.segment_max;
             let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
-            q.reserve(queue, 1, inner.config.queue_size_max)?;
+            q.reserve(queue, 1, inner.base.config.queue_size_max)?;
             let from = RemoteEnd {
                 rank,
                 seg: remote_seg,
@@ -694,7 +697,7 @@ impl Gaspi {
                 return Err(e);
             }
             q.touch(rank);
-            inner.stats.call(Op::Read, Counter::BytesRead, size);
+            inner.base.stats.call(Op::Read, Counter::BytesRead, size);
             Ok(())
         })
     }
@@ -733,10 +736,17 @@ impl Gaspi {
         let inner = &*self.inner;
         let q = inner.check_queue(queue)?;
         inner.check_peer(rank)?;
-        let tables = inner.tables.load();
-        let r = lookup_remote(&tables, rank, remote_seg, 0, 0, inner.config.segment_max)?;
+        let tables = inner.base.tables.load();
+        let r = lookup_remote(
+            &tables,
+            rank,
+            remote_seg,
+            0,
+            0,
+            inner.base.config.segment_max,
+        )?;
         check_notification(r, rank, remote_seg, notification, value)?;
-        q.reserve(queue, 1, inner.config.queue_size_max)?;
+        q.reserve(queue, 1, inner.base.config.queue_size_max)?;
         let to = RemoteEnd {
             rank,
             seg: remote_seg,
@@ -749,7 +759,7 @@ impl Gaspi {
             return Err(e);
         }
         q.touch(rank);
-        inner.stats.call(Op::Notify, Counter::None, 0);
+        inner.base.stats.call(Op::Notify, Counter::None, 0);
         Ok(())
     }
 
@@ -757,7 +767,7 @@ impl Gaspi {
     /// naming a rank that died while it had requests on the queue.
     pub fn wait(&self, queue: Queue, timeout: Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
-        self.inner.stats.call(Op::Wait, Counter::None, 0);
+        self.inner.base.stats.call(Op::Wait, Counter::None, 0);
         // Copies on the queue's CUDA stream complete here.
         self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
         // Requests of transports that complete later (TCP): wait for their
@@ -767,7 +777,7 @@ impl Gaspi {
         // budget before sleeping (`waiter_progress.rs`).
         if q.outstanding.is_busy() {
             self.inner.waiter_progress.spin_while(
-                self.inner.config.effective_spin(),
+                self.inner.base.config.effective_spin(),
                 timeout.deadline(),
                 || q.outstanding.is_busy(),
             );
@@ -782,13 +792,14 @@ impl Gaspi {
                 v.progress();
             }
         }
-        q.outstanding
-            .wait(timeout.deadline(), |r| self.inner.peers.peer_ok(r).err())?;
+        q.outstanding.wait(timeout.deadline(), |r| {
+            self.inner.base.peers.peer_ok(r).err()
+        })?;
         // Shared-memory requests complete when posted; what is left is to
         // report targets that died meanwhile. A target that terminated in
         // order had received them: that is no error.
         for r in q.drain() {
-            if let Err(e @ Error::PeerDead { .. }) = self.inner.peers.peer_ok(r) {
+            if let Err(e @ Error::PeerDead { .. }) = self.inner.base.peers.peer_ok(r) {
                 return Err(e);
             }
         }
@@ -821,13 +832,13 @@ impl Gaspi {
         timeout: Timeout,
     ) -> Result<NotifyId> {
         let out_of_range = |count| Error::NotifyIdOutOfRange {
-            rank: self.inner.rank,
+            rank: self.inner.base.rank,
             seg,
             id: begin,
             num,
             count,
         };
-        let stats = &self.inner.stats;
+        let stats = &self.inner.base.stats;
         // The whole call runs on one table snapshot: it keeps the segment
         // alive while we wait (a concurrent delete only unpublishes it)
         // without touching a reference count on the way back.
@@ -867,7 +878,7 @@ impl Gaspi {
     pub fn notify_reset(&self, seg: SegId, id: NotifyId) -> Result<u32> {
         self.inner.with_local(seg, |s, _| {
             let out_of_range = || Error::NotifyIdOutOfRange {
-                rank: self.inner.rank,
+                rank: self.inner.base.rank,
                 seg,
                 id,
                 num: 1,
@@ -909,10 +920,15 @@ impl Gaspi {
     /// Waits until every member of `group` has called `barrier`. After a
     /// `Timeout`, calling it again resumes the same barrier.
     pub fn barrier(&self, group: Group, timeout: Timeout) -> Result<()> {
-        let stats = &self.inner.stats;
+        let stats = &self.inner.base.stats;
         stats.call(Op::Barrier, Counter::None, 0);
         let t = std::time::Instant::now();
-        let r = crate::collectives::barrier::barrier(&self.inner, group, timeout);
+        let r = crate::collectives::barrier::barrier(
+            &self.inner.base,
+            &self.inner.groups,
+            group,
+            timeout,
+        );
         stats.waited(t.elapsed());
         r
     }

@@ -67,18 +67,18 @@ impl Gaspi {
                 max: PASSIVE_MAX,
             });
         }
-        inner.peers.check_rank(rank)?;
-        inner.peers.peer_ok(rank)?;
+        inner.base.peers.check_rank(rank)?;
+        inner.base.peers.peer_ok(rank)?;
         let data = inner.with_local(seg, |s, _| {
-            s.check(Side::Local, inner.rank, offset, size)?;
+            s.check(Side::Local, inner.base.rank, offset, size)?;
             let mut data = vec![0u8; size as usize];
             s.copy_out(offset, &mut data)?;
             Ok(data)
         })?;
-        if rank == inner.rank {
+        if rank == inner.base.rank {
             inner.passive.push(rank, data);
         } else {
-            inner.peers.send_by(
+            inner.base.peers.send_by(
                 rank,
                 &Message::Passive { data },
                 crate::net::connection::Urgency::Within(timeout.deadline()),
@@ -86,6 +86,7 @@ impl Gaspi {
             )?;
         }
         inner
+            .base
             .stats
             .call(Op::PassiveSend, Counter::BytesWritten, size);
         Ok(())
@@ -104,7 +105,7 @@ impl Gaspi {
         let inner = &*self.inner;
         let deadline = timeout.deadline();
         // Check the segment before waiting.
-        inner.with_local(seg, |s, _| s.check(Side::Local, inner.rank, offset, 1))?;
+        inner.with_local(seg, |s, _| s.check(Side::Local, inner.base.rank, offset, 1))?;
         let t = Instant::now();
         let mut queue = inner
             .passive
@@ -123,7 +124,7 @@ impl Gaspi {
                 Ok(nap) => nap,
                 Err(e) => {
                     drop(queue);
-                    inner.stats.waited(t.elapsed());
+                    inner.base.stats.waited(t.elapsed());
                     return Err(e);
                 }
             };
@@ -134,10 +135,10 @@ impl Gaspi {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         };
-        inner.stats.waited(t.elapsed());
+        inner.base.stats.waited(t.elapsed());
         let size = data.len() as u64;
         let copied = inner.with_local(seg, |s, _| {
-            s.check(Side::Local, inner.rank, offset, size)?;
+            s.check(Side::Local, inner.base.rank, offset, size)?;
             s.copy_in(offset, &data)
         });
         if let Err(e) = copied {
@@ -146,6 +147,7 @@ impl Gaspi {
         }
         drop(queue);
         inner
+            .base
             .stats
             .call(Op::PassiveReceive, Counter::BytesRead, size);
         Ok((from, size))

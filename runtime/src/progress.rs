@@ -126,7 +126,7 @@ impl ProgressEngine {
                 Interest::READABLE,
             )
             .map_err(|e| Error::io("registering the control listener", e))?;
-        let _ = inner.peers.engine_waker.set(waker.clone());
+        let _ = inner.base.peers.engine_waker.set(waker.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let mut engine = Engine {
             poll,
@@ -138,7 +138,7 @@ impl ProgressEngine {
             busy: Vec::new(),
             retry: Vec::new(),
             terminating: Vec::new(),
-            liveness: crate::net::connection::Liveness::new(inner.config.peer_timeout),
+            liveness: crate::net::connection::Liveness::new(inner.base.config.peer_timeout),
             next_beat: Instant::now(),
             listener_ready: false,
             strangers: crate::net::log_tally::Tally::new(
@@ -149,7 +149,7 @@ impl ProgressEngine {
             engine.add(rank, s)?;
         }
         let thread = std::thread::Builder::new()
-            .name(format!("gaspi-progress-{}", inner.rank.0))
+            .name(format!("gaspi-progress-{}", inner.base.rank.0))
             .spawn(move || {
                 crate::net::peers::this_is_the_engine_thread();
                 engine.run()
@@ -196,7 +196,7 @@ impl Engine {
         let conn = Arc::new(Connection::new(rank, stream));
         // A peer reached over TCP: its requests and answers are what this
         // rank's waiters wait for, so they may read it too.
-        if self.inner.transport_name(rank) == "tcp" {
+        if self.inner.base.transport_name(rank) == "tcp" {
             self.inner.waiter_progress.watch(&conn);
         }
         self.conns.push(Some(conn));
@@ -209,7 +209,7 @@ impl Engine {
         // blocking: the next request of a conversation (a ping-pong, a
         // stream of writes) then costs no wake-up. Only where the host has
         // a core for it beside the application's threads.
-        let spin = if self.inner.config.local_threads_fit_cores(2) {
+        let spin = if self.inner.base.config.local_threads_fit_cores(2) {
             ENGINE_SPIN
         } else {
             Duration::ZERO
@@ -289,9 +289,9 @@ impl Engine {
                         self.take_made_connections();
                         self.reap_ended();
                         self.take_relayed_ends();
-                        if let Some(asked) = self.inner.sweeps.asked() {
+                        if let Some(asked) = self.inner.base.peers.sweeps.asked() {
                             self.sweep();
-                            self.inner.sweeps.done(asked);
+                            self.inner.base.peers.sweeps.done(asked);
                         }
                     }
                     LISTENER => self.accept(),
@@ -327,18 +327,20 @@ impl Engine {
         };
         for conn in self.conns.iter().flatten() {
             let r = conn.rank;
-            if !inner.peers.peer_healthy(r) {
+            if !inner.base.peers.peer_healthy(r) {
                 continue;
             }
-            match inner.peers[r].control.get() {
+            match inner.base.peers[r].control.get() {
                 Some(out) if out.is(&conn.stream) => {
                     let quiet = out
                         .since_last_sent()
                         .is_some_and(|q| q >= self.liveness.beat);
                     if quiet && !out.has_queued() {
-                        let _ = inner
-                            .peers
-                            .send_frame_by(r, &frame, Urgency::Now, "heartbeat");
+                        let _ =
+                            inner
+                                .base
+                                .peers
+                                .send_frame_by(r, &frame, Urgency::Now, "heartbeat");
                     }
                 }
                 _ => {
@@ -357,7 +359,7 @@ impl Engine {
             // Room again after a write found the socket full: send what
             // the outbox holds (`net/connection.rs`). A failure shows on the
             // reading side too, which decides what it means.
-            if let Some(out) = inner.peers[conn.rank].control.get() {
+            if let Some(out) = inner.base.peers[conn.rank].control.get() {
                 let _ = out.flush();
             }
         }
@@ -426,14 +428,14 @@ impl Engine {
         } else {
             RankState::Corrupt
         };
-        self.inner.peers.mark_gone(conn.rank, state);
+        self.inner.base.peers.mark_gone(conn.rank, state);
     }
 
     /// Takes the orderly ends other ranks reported of ranks not connected
     /// here when the news came; decided with those `close` left waiting.
     fn take_relayed_ends(&mut self) {
-        for rank in take_all(&self.inner.peers.relayed_ends) {
-            if self.inner.peers[rank].control.get().is_some() {
+        for rank in take_all(&self.inner.base.peers.relayed_ends) {
+            if self.inner.base.peers[rank].control.get().is_some() {
                 tracing::debug!("{rank}: reported terminated; its own connection will say");
             } else if !self.terminating.contains(&rank) {
                 self.terminating.push(rank);
@@ -452,7 +454,7 @@ impl Engine {
         self.decide_deaths_first(usize::MAX);
         for rank in std::mem::take(&mut self.terminating) {
             if !self.conns.iter().flatten().any(|c| c.rank == rank) {
-                self.inner.peers.mark_gone(rank, RankState::Terminated);
+                self.inner.base.peers.mark_gone(rank, RankState::Terminated);
             }
         }
     }
@@ -514,7 +516,7 @@ impl Engine {
 
     /// Registers the connections this rank's threads made.
     fn take_made_connections(&mut self) {
-        for (rank, stream) in take_all(&self.inner.peers.made_connections) {
+        for (rank, stream) in take_all(&self.inner.base.peers.made_connections) {
             if let Err(e) = self.add(rank, stream) {
                 tracing::warn!("cannot read the connection to {rank}: {e}");
             }
@@ -697,7 +699,7 @@ impl Engine {
             return;
         };
         let inner = &*self.inner;
-        let key = &inner.config.launch.job_key;
+        let key = &inner.base.config.launch.job_key;
         let (stream, (from, to)) =
             match p.finish::<(u32, u32)>(&body, key, crate::net::rendezvous::MESH_PURPOSE) {
                 Ok(v) => v,
@@ -706,23 +708,25 @@ impl Engine {
                     return;
                 }
             };
-        if to != inner.rank.0 || from >= inner.size || from == inner.rank.0 {
+        if to != inner.base.rank.0 || from >= inner.base.size || from == inner.base.rank.0 {
             self.strangers.warn(format_args!(
                 "control listener: a connection for {from} -> {to} is not for this rank; dropped"
             ));
             return;
         }
         let rank = Rank(from);
-        if let Err(e) = crate::net::connection::watch_liveness(&stream, inner.config.peer_timeout) {
+        if let Err(e) =
+            crate::net::connection::watch_liveness(&stream, inner.base.config.peer_timeout)
+        {
             tracing::warn!("{e}");
         }
         let stream = Arc::new(stream);
         // The first connection between the two carries this rank's frames
         // too; a later one (both connected at once) only the peer's.
-        if inner.peers[Rank(from)].control.get().is_none() {
+        if inner.base.peers[Rank(from)].control.get().is_none() {
             match ControlOut::new(stream.clone()) {
                 Ok(out) => {
-                    let _ = inner.peers[Rank(from)].control.set(out);
+                    let _ = inner.base.peers[Rank(from)].control.set(out);
                 }
                 Err(e) => tracing::warn!("{e}"),
             }
@@ -740,7 +744,7 @@ impl Engine {
             return;
         };
         for conn in self.conns.iter().flatten() {
-            let sends_here = self.inner.peers[conn.rank]
+            let sends_here = self.inner.base.peers[conn.rank]
                 .control
                 .get()
                 .is_some_and(|c| c.is(&conn.stream));
@@ -748,52 +752,6 @@ impl Engine {
                 let _ = (&*conn.stream).write_all(&frame);
             }
         }
-    }
-}
-
-/// Sweeps of every connection asked of the engine (`Engine::sweep`), and
-/// those done: the asker waits for its own.
-#[derive(Debug, Default)]
-pub(crate) struct Sweeps {
-    /// (asked, done), counts.
-    state: Mutex<(u64, u64)>,
-    done: std::sync::Condvar,
-}
-
-impl Sweeps {
-    /// Asks the engine for a sweep and waits until it has made one, at
-    /// most `bound` (an engine that has stopped makes none).
-    pub fn sweep(&self, inner: &Inner, bound: Duration) {
-        let until = Instant::now() + bound;
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.0 += 1;
-        let want = st.0;
-        inner.peers.wake_engine();
-        while st.1 < want {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                tracing::debug!("the progress engine made no sweep within {bound:?}");
-                return;
-            }
-            st = self
-                .done
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-
-    /// The sweep asked last, if it is not done (engine).
-    fn asked(&self) -> Option<u64> {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        (st.0 > st.1).then_some(st.0)
-    }
-
-    /// Sweeps up to `asked` are done (engine).
-    fn done(&self, asked: u64) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.1 = st.1.max(asked);
-        self.done.notify_all();
     }
 }
 
@@ -857,11 +815,14 @@ fn handle(
             if let Err(e) = &result {
                 tracing::warn!("could not map {} of {from}: {e}", crate::SegId(seg));
             }
-            let _ = inner.peers.send(from, &Message::Reply { token, result });
+            let _ = inner
+                .base
+                .peers
+                .send(from, &Message::Reply { token, result });
         }
         Message::Unregister { token, seg } => {
             inner.detach(from, seg as usize);
-            let _ = inner.peers.send(
+            let _ = inner.base.peers.send(
                 from,
                 &Message::Reply {
                     token,
@@ -871,7 +832,7 @@ fn handle(
         }
         Message::Reply { token, result } => {
             if !tcp::fence_answered(inner, token) {
-                inner.peers.complete(token, result.map(|()| 0))
+                inner.base.peers.complete(token, result.map(|()| 0))
             }
         }
         Message::Put {
@@ -909,7 +870,7 @@ fn handle(
             count,
             failure,
         } => tcp::settled(inner, from, queue, count, failure),
-        Message::ValueReply { token, result } => inner.peers.complete(token, result),
+        Message::ValueReply { token, result } => inner.base.peers.complete(token, result),
         Message::Atomic {
             token,
             seg,
@@ -920,11 +881,12 @@ fn handle(
                 .owner_atomic(crate::SegId(seg), offset, op)
                 .map_err(|e| e.to_string());
             let _ = inner
+                .base
                 .peers
                 .send(from, &Message::ValueReply { token, result });
         }
         Message::Ping { token } => {
-            let _ = inner.peers.send(
+            let _ = inner.base.peers.send(
                 from,
                 &Message::Reply {
                     token,
@@ -942,9 +904,9 @@ fn handle(
         Message::PeerGone {
             rank,
             terminated: true,
-        } if rank < inner.size
-            && rank != inner.rank.0
-            && inner.peers[Rank(rank)].control.get().is_some() =>
+        } if rank < inner.base.size
+            && rank != inner.base.rank.0
+            && inner.base.peers[Rank(rank)].control.get().is_some() =>
         {
             tracing::debug!("{from} reports rank {rank} terminated; its own connection will say");
         }
@@ -955,19 +917,20 @@ fn handle(
         Message::PeerGone {
             rank,
             terminated: true,
-        } if rank < inner.size && rank != inner.rank.0 => {
+        } if rank < inner.base.size && rank != inner.base.rank.0 => {
             tracing::debug!("{from} reports rank {rank} terminated; the engine decides");
             inner
+                .base
                 .peers
                 .relayed_ends
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Rank(rank));
-            inner.peers.wake_engine();
+            inner.base.peers.wake_engine();
         }
-        Message::PeerGone { rank, .. } if rank < inner.size && rank != inner.rank.0 => {
+        Message::PeerGone { rank, .. } if rank < inner.base.size && rank != inner.base.rank.0 => {
             tracing::debug!("{from} reports rank {rank} dead");
-            inner.peers.mark_gone(Rank(rank), RankState::Corrupt);
+            inner.base.peers.mark_gone(Rank(rank), RankState::Corrupt);
         }
         Message::PeerGone { rank, .. } => {
             tracing::warn!("{from} reports an impossible rank {rank} gone; ignored")

@@ -153,7 +153,7 @@ impl crate::Gaspi {
             }
         }
         Err(Error::NoFreeQueue {
-            max: inner.config.queue_max,
+            max: inner.base.config.queue_max,
         })
     }
 
@@ -181,7 +181,7 @@ impl crate::Gaspi {
 
     /// Most queues that may exist at once.
     pub fn queue_max(&self) -> u32 {
-        self.inner.config.queue_max
+        self.inner.base.config.queue_max
     }
 }
 

@@ -185,7 +185,7 @@ impl WaiterProgress {
         // engine sees `owed` before it sleeps, or we see it asleep.
         self.owed.store(true, Ordering::SeqCst);
         if self.engine_asleep.load(Ordering::SeqCst) {
-            inner.peers.wake_engine();
+            inner.base.peers.wake_engine();
         }
     }
 
@@ -260,7 +260,7 @@ impl WaiterProgress {
             // A frame the socket did not take whole: write the rest now
             // rather than when the engine next looks (it naps meanwhile).
             for conn in conns.iter().flatten() {
-                if let Some(out) = inner.peers[conn.rank].control.get() {
+                if let Some(out) = inner.base.peers[conn.rank].control.get() {
                     if out.has_queued() {
                         let _ = out.flush();
                     }
@@ -301,7 +301,7 @@ impl WaiterProgress {
                 state.ended = true;
                 drop(state);
                 self.unwatch(&conn);
-                inner.peers.wake_engine();
+                inner.base.peers.wake_engine();
             }
         }
         worked

@@ -18,26 +18,20 @@
 //! meanwhile is refused with `CollectiveInProgress`.
 
 use super::barrier::reached;
-use crate::context::{allreduce_slot, reduce_offset, reduce_word, Inner, SYSTEM_SEG};
+use crate::base::{allreduce_slot, reduce_offset, reduce_word, Base, SYSTEM_SEG};
+use crate::groups::GroupTable;
+use crate::groups::Signature;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Group, Rank, Timeout};
 
 pub use crate::model::config::{ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
 
-/// What identifies an allreduce call for resumption: operation, element
-/// type, element size, element count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Signature {
-    pub op: u8,
-    pub ty: u8,
-    pub elem_size: usize,
-    pub count: usize,
-}
-
 /// Runs (or resumes) an allreduce of `send` into `recv` (bytes; `count`
 /// elements of `elem_size`), reducing with `reduce(acc, other)`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce(
-    inner: &Inner,
+    base: &Base,
+    groups: &GroupTable,
     send: &[u8],
     recv: &mut [u8],
     sig: Signature,
@@ -50,7 +44,7 @@ pub(crate) fn allreduce(
             what: "an allreduce",
         });
     }
-    let elem_max = inner.config.allreduce_elem_max;
+    let elem_max = base.config.allreduce_elem_max;
     if sig.count > elem_max as usize {
         return Err(Error::TooManyElements {
             what: "an allreduce",
@@ -73,8 +67,8 @@ pub(crate) fn allreduce(
         });
     }
     let deadline = timeout.deadline();
-    let me = inner.rank;
-    let (members, epoch, sent) = inner.groups.with_committed(group, me, |g| {
+    let me = base.rank;
+    let (members, epoch, sent) = groups.with_committed(group, me, |g| {
         g.check_idle_except(group, "allreduce")?;
         let a = &mut g.allreduce;
         match a.running {
@@ -92,21 +86,19 @@ pub(crate) fn allreduce(
     })??;
     let pos = members.binary_search(&me).expect("member checked") as u32;
     // A member already known dead: fail at once, before sending anything.
-    let dead = inner.peers.collective_failure(&members, &[]);
+    let dead = base.peers.collective_failure(&members, &[]);
     let result = if let Some(e) = dead {
         Err(e)
     } else if pos == 0 {
-        root(inner, &members, send, recv, reduce, group, epoch, deadline)
+        root(base, &members, send, recv, reduce, group, epoch, deadline)
     } else {
         member(
-            inner, &members, pos, send, recv, group, epoch, sent, deadline,
+            base, &members, pos, send, recv, group, epoch, sent, deadline,
         )
     }
-    .map_err(|e| super::first_failure(inner, &members, e));
+    .map_err(|e| super::first_failure(base, &members, e));
     let save = |running: Option<(Signature, bool)>| {
-        let _ = inner
-            .groups
-            .with_committed(group, me, |g| g.allreduce.running = running);
+        let _ = groups.with_committed(group, me, |g| g.allreduce.running = running);
     };
     match &result {
         // A member times out only while waiting for the result, after it
@@ -118,11 +110,11 @@ pub(crate) fn allreduce(
 }
 
 fn system_of(
-    inner: &Inner,
+    base: &Base,
     rank: Rank,
 ) -> Result<std::sync::Arc<dyn crate::transport::RemoteSegment>> {
-    inner.peers.peer_ok(rank)?;
-    inner.tables.load().remote[rank.0 as usize][SYSTEM_SEG]
+    base.peers.peer_ok(rank)?;
+    base.tables.load().remote[rank.0 as usize][SYSTEM_SEG]
         .as_ref()
         .map(|e| e.segment().clone())
         .ok_or_else(|| Error::NoTransport {
@@ -133,16 +125,16 @@ fn system_of(
 
 /// Waits until words `words` of this rank's system segment reach `epoch`,
 /// failing as soon as a member of the group is known dead or one of
-/// `needed` is gone (`Inner::collective_failure`).
+/// `needed` is gone (`Peers::collective_failure`).
 fn wait_word(
-    inner: &Inner,
+    base: &Base,
     words: &[u32],
     epoch: u32,
     members: &[Rank],
     needed: &[Rank],
     deadline: Option<std::time::Instant>,
 ) -> Result<()> {
-    let area = &inner.system.notifications;
+    let area = &base.system.notifications;
     let all = || {
         words
             .iter()
@@ -152,7 +144,7 @@ fn wait_word(
         if all() {
             return Some(Ok(()));
         }
-        let failed = inner.peers.collective_failure(members, needed)?;
+        let failed = base.peers.collective_failure(members, needed)?;
         Some(if all() { Ok(()) } else { Err(failed) })
     });
     waited.unwrap_or(Err(Error::Timeout { op: "allreduce" }))
@@ -160,7 +152,7 @@ fn wait_word(
 
 #[allow(clippy::too_many_arguments)]
 fn root(
-    inner: &Inner,
+    base: &Base,
     members: &[Rank],
     send: &[u8],
     recv: &mut [u8],
@@ -169,11 +161,11 @@ fn root(
     epoch: u32,
     deadline: Option<std::time::Instant>,
 ) -> Result<()> {
-    let (gmax, size) = (inner.config.group_max, inner.size);
-    let slot = allreduce_slot(inner.config.allreduce_elem_max);
+    let (gmax, size) = (base.config.group_max, base.size);
+    let slot = allreduce_slot(base.config.allreduce_elem_max);
     let n = members.len() as u32;
     let words: Vec<u32> = (1..n).map(|p| reduce_word(gmax, size, group, p)).collect();
-    wait_word(inner, &words, epoch, members, &members[1..], deadline)?;
+    wait_word(base, &words, epoch, members, &members[1..], deadline)?;
     // Reduce in member order into an 8-byte aligned accumulator.
     let len = send.len();
     let mut acc_words = vec![0u64; len.div_ceil(8)];
@@ -185,13 +177,13 @@ fn root(
         // group_max groups of size + 1 slots of `slot` >= len bytes); member p
         // wrote it before the release store of its word we observed, and
         // writes the next contribution only after it has read our result.
-        let other = unsafe { std::slice::from_raw_parts(inner.system.data().add(off), len) };
+        let other = unsafe { std::slice::from_raw_parts(base.system.data().add(off), len) };
         reduce(acc, other);
     }
     let off = reduce_offset(size, group, size, slot);
     let word = reduce_word(gmax, size, group, size);
     for &m in &members[1..] {
-        let sys = system_of(inner, m)?;
+        let sys = system_of(base, m)?;
         sys.put(off, acc.as_ptr(), len, crate::transport::Via::INTERNAL)?;
         sys.notify(word, epoch, crate::transport::Via::INTERNAL)?;
     }
@@ -201,7 +193,7 @@ fn root(
 
 #[allow(clippy::too_many_arguments)]
 fn member(
-    inner: &Inner,
+    base: &Base,
     members: &[Rank],
     pos: u32,
     send: &[u8],
@@ -211,11 +203,11 @@ fn member(
     sent: bool,
     deadline: Option<std::time::Instant>,
 ) -> Result<()> {
-    let (gmax, size) = (inner.config.group_max, inner.size);
-    let slot = allreduce_slot(inner.config.allreduce_elem_max);
+    let (gmax, size) = (base.config.group_max, base.size);
+    let slot = allreduce_slot(base.config.allreduce_elem_max);
     let root = members[0];
     if !sent {
-        let sys = system_of(inner, root)?;
+        let sys = system_of(base, root)?;
         sys.put(
             reduce_offset(size, group, pos, slot),
             send.as_ptr(),
@@ -229,12 +221,12 @@ fn member(
         )?;
     }
     let word = reduce_word(gmax, size, group, size);
-    wait_word(inner, &[word], epoch, members, &[root], deadline)?;
+    wait_word(base, &[word], epoch, members, &[root], deadline)?;
     let off = reduce_offset(size, group, size, slot) as usize;
     // SAFETY: the result slot lies inside the system segment's data; the
     // root wrote it before the release store of the word we observed and
     // writes the next result only after our next contribution.
-    let result = unsafe { std::slice::from_raw_parts(inner.system.data().add(off), recv.len()) };
+    let result = unsafe { std::slice::from_raw_parts(base.system.data().add(off), recv.len()) };
     recv.copy_from_slice(result);
     Ok(())
 }
@@ -299,104 +291,3 @@ macro_rules! float_reducible {
     )*};
 }
 float_reducible!(f32 = 5, f64 = 6);
-
-impl crate::Gaspi {
-    /// Reduces `send` of every member of `group` element-wise with `op` and
-    /// gives every member the result in `recv` (at most
-    /// [`Config::allreduce_elem_max`](crate::Config::allreduce_elem_max)
-    /// elements, 255 by default). The
-    /// reduction runs in member order on the group's first member, so float
-    /// results equal the sequential reduction in that order on every member.
-    /// After a `Timeout`, calling it again with the same arguments resumes it.
-    pub fn allreduce<T: Reducible>(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        op: ReduceOp,
-        group: Group,
-        timeout: Timeout,
-    ) -> Result<()> {
-        if send.len() != recv.len() {
-            return Err(Error::LengthMismatch {
-                send: send.len(),
-                recv: recv.len(),
-            });
-        }
-        let sig = Signature {
-            op: op as u8,
-            ty: T::TYPE_ID,
-            elem_size: std::mem::size_of::<T>(),
-            count: send.len(),
-        };
-        let reduce = |acc: &mut [u8], x: &[u8]| {
-            // Both are 8-byte aligned (an accumulator of u64s, a slot of the
-            // page-aligned system segment) and whole elements long.
-            T::reduce(op, bytemuck::cast_slice_mut(acc), bytemuck::cast_slice(x));
-        };
-        self.timed_allreduce(
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            sig,
-            &reduce,
-            group,
-            timeout,
-        )
-    }
-
-    /// Allreduce with a user reduction: `send` and `recv` hold
-    /// `send.len() / elem_size` elements of `elem_size` bytes (at most
-    /// [`Config::allreduce_elem_max`](crate::Config::allreduce_elem_max)
-    /// elements and 8 times as many bytes: 255 and 2040 by default);
-    /// `reduce(acc, other)` must combine `other`
-    /// into `acc` (both whole buffers, 8-byte aligned). It is applied on the
-    /// group's first member in member order.
-    pub fn allreduce_user(
-        &self,
-        send: &[u8],
-        recv: &mut [u8],
-        elem_size: usize,
-        reduce: &dyn Fn(&mut [u8], &[u8]),
-        group: Group,
-        timeout: Timeout,
-    ) -> Result<()> {
-        if elem_size == 0 {
-            return Err(Error::ZeroSize {
-                what: "an allreduce element",
-            });
-        }
-        let sig = Signature {
-            op: 255,
-            ty: 0,
-            elem_size,
-            count: send.len() / elem_size,
-        };
-        if !send.len().is_multiple_of(elem_size) || send.len() != recv.len() {
-            return Err(Error::LengthMismatch {
-                send: send.len(),
-                recv: recv.len(),
-            });
-        }
-        self.timed_allreduce(send, recv, sig, reduce, group, timeout)
-    }
-
-    fn timed_allreduce(
-        &self,
-        send: &[u8],
-        recv: &mut [u8],
-        sig: Signature,
-        reduce: &dyn Fn(&mut [u8], &[u8]),
-        group: Group,
-        timeout: Timeout,
-    ) -> Result<()> {
-        let stats = &self.inner.stats;
-        stats.call(
-            crate::model::stats::Op::Allreduce,
-            crate::model::stats::Counter::None,
-            0,
-        );
-        let t = std::time::Instant::now();
-        let r = allreduce(&self.inner, send, recv, sig, reduce, group, timeout);
-        stats.waited(t.elapsed());
-        r
-    }
-}

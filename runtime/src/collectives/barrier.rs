@@ -8,7 +8,8 @@
 //! still releases this one. Only one rank ever writes a given word, so
 //! stores never race.
 
-use crate::context::{Inner, SYSTEM_SEG};
+use crate::base::{Base, SYSTEM_SEG};
+use crate::groups::GroupTable;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Group, Rank, Timeout};
 
@@ -18,10 +19,15 @@ pub(crate) fn reached(seen: u32, want: u32) -> bool {
 }
 
 /// Runs (or resumes) a barrier on `group`.
-pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<()> {
+pub(crate) fn barrier(
+    base: &Base,
+    groups: &GroupTable,
+    group: Group,
+    timeout: Timeout,
+) -> Result<()> {
     let deadline = timeout.deadline();
-    let me = inner.rank;
-    let (members, epoch, start) = inner.groups.with_committed(group, me, |g| {
+    let me = base.rank;
+    let (members, epoch, start) = groups.with_committed(group, me, |g| {
         g.check_idle_except(group, "barrier")?;
         let b = &mut g.barrier;
         if b.round.is_none() {
@@ -31,8 +37,8 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
         Ok::<_, Error>((g.members.clone(), b.epoch, b.round.unwrap_or(0)))
     })??;
     // A member already known dead: fail at once, before signalling.
-    if let Some(e) = inner.peers.collective_failure(&members, &[]) {
-        save(inner, group, None);
+    if let Some(e) = base.peers.collective_failure(&members, &[]) {
+        save(base, groups, group, None);
         return Err(e);
     }
     let n = members.len();
@@ -44,9 +50,9 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
             let to = members[(pos + dist) % n];
             let from = members[(pos + n - dist % n) % n];
             let word = group.0 * 64 + k;
-            signal(inner, to, word, epoch)?;
-            let waited = inner.system.notifications.wait_until(deadline, || {
-                let seen = inner.system.notifications.get(word).unwrap_or(0);
+            signal(base, to, word, epoch)?;
+            let waited = base.system.notifications.wait_until(deadline, || {
+                let seen = base.system.notifications.get(word).unwrap_or(0);
                 if reached(seen, epoch) {
                     return Some(Ok(()));
                 }
@@ -55,10 +61,10 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
                 // A member that terminated in order may simply have left
                 // this barrier before us (it had everyone's signals); only
                 // the partner we wait for must not have terminated.
-                let failed = inner.peers.collective_failure(&members, &[from])?;
+                let failed = base.peers.collective_failure(&members, &[from])?;
                 // A partner may have signalled and then terminated between
                 // the two checks: its signal counts.
-                let seen = inner.system.notifications.get(word).unwrap_or(0);
+                let seen = base.system.notifications.get(word).unwrap_or(0);
                 Some(if reached(seen, epoch) {
                     Ok(())
                 } else {
@@ -66,40 +72,38 @@ pub(crate) fn barrier(inner: &Inner, group: Group, timeout: Timeout) -> Result<(
                 })
             });
             match waited {
-                Some(Ok(())) => save(inner, group, Some(k + 1)),
+                Some(Ok(())) => save(base, groups, group, Some(k + 1)),
                 Some(Err(e)) => return Err(e),
                 None => {
-                    save(inner, group, Some(k));
+                    save(base, groups, group, Some(k));
                     return Err(Error::Timeout { op: "barrier" });
                 }
             }
         }
         Ok(())
     })()
-    .map_err(|e| super::first_failure(inner, &members, e));
+    .map_err(|e| super::first_failure(base, &members, e));
     match &result {
         Err(Error::Timeout { .. }) => {}
         // Done, or failed for good: the next barrier starts afresh.
-        _ => save(inner, group, None),
+        _ => save(base, groups, group, None),
     }
     result
 }
 
-fn save(inner: &Inner, group: Group, round: Option<u32>) {
-    let _ = inner
-        .groups
-        .with_committed(group, inner.rank, |g| g.barrier.round = round);
+fn save(base: &Base, groups: &GroupTable, group: Group, round: Option<u32>) {
+    let _ = groups.with_committed(group, base.rank, |g| g.barrier.round = round);
 }
 
-fn signal(inner: &Inner, to: Rank, word: u32, epoch: u32) -> Result<()> {
-    match inner.peers.peer_ok(to) {
+fn signal(base: &Base, to: Rank, word: u32, epoch: u32) -> Result<()> {
+    match base.peers.peer_ok(to) {
         Ok(()) => {}
         // A partner that terminated in order had left this barrier, so it
         // had our signal already (this is a resumed round): nothing to send.
         Err(Error::PeerTerminated { .. }) => return Ok(()),
         Err(e) => return Err(e),
     }
-    let tables = inner.tables.load();
+    let tables = base.tables.load();
     let seg = tables.remote[to.0 as usize][SYSTEM_SEG]
         .as_ref()
         .ok_or_else(|| Error::NoTransport {

@@ -13,7 +13,7 @@
 pub(crate) mod allreduce;
 pub(crate) mod barrier;
 
-use crate::context::Inner;
+use crate::base::Base;
 use crate::model::error::Error;
 use crate::model::ids::Rank;
 
@@ -30,13 +30,13 @@ const SWEEP_BOUND: std::time::Duration = std::time::Duration::from_millis(500);
 /// its goodbye still lies unread in this rank's sockets. So when no member
 /// is known dead yet, the progress engine first reads every connection
 /// (`progress::Sweeps`) and decides every end it finds.
-pub(crate) fn first_failure(inner: &Inner, members: &[Rank], e: Error) -> Error {
+pub(crate) fn first_failure(base: &Base, members: &[Rank], e: Error) -> Error {
     if !matches!(e, Error::PeerDead { .. } | Error::PeerTerminated { .. }) {
         return e;
     }
-    if let Some(dead) = inner.peers.collective_failure(members, &[]) {
+    if let Some(dead) = base.peers.collective_failure(members, &[]) {
         return dead;
     }
-    inner.sweeps.sweep(inner, SWEEP_BOUND);
-    inner.peers.collective_failure(members, &[]).unwrap_or(e)
+    base.peers.sweep(SWEEP_BOUND);
+    base.peers.collective_failure(members, &[]).unwrap_or(e)
 }

@@ -212,9 +212,9 @@ impl Inner {
         options: DeviceContextOptions,
     ) -> Result<DeviceContext> {
         let ctx = GpuContext::new(device)?;
-        let snapshot: Tables = (*self.tables.load()).clone();
-        let nseg = self.config.segment_max as usize;
-        let nranks = self.size as usize;
+        let snapshot: Tables = (*self.base.tables.load()).clone();
+        let nseg = self.base.config.segment_max as usize;
+        let nranks = self.base.size as usize;
         let mut descs = vec![SegmentDesc::default(); nseg * (1 + nranks)];
         for (i, s) in snapshot.local.iter().enumerate().take(nseg) {
             if let Some(s) = s {
@@ -229,7 +229,7 @@ impl Inner {
                     continue;
                 };
                 let shape = SegmentDesc::via_ring(r.size(), r.notification_count());
-                let forced = options.force_ring && rank as u32 != self.rank.0;
+                let forced = options.force_ring && rank as u32 != self.base.rank.0;
                 let desc = if forced {
                     shape
                 } else {
@@ -266,7 +266,7 @@ impl Inner {
         gpu::synchronize(&stream)?;
         let base = tables_memory.device_ptr();
         let mut arg = DeviceCtx {
-            rank: self.rank.0,
+            rank: self.base.rank.0,
             nranks: nranks as u32,
             nsegments: nseg as u32,
             ring_capacity: 0,
@@ -294,7 +294,7 @@ impl Inner {
             let thread = {
                 let (inner, stop, stats) = (self.clone(), stop.clone(), stats.clone());
                 std::thread::Builder::new()
-                    .name(format!("gaspi-ring-{}", self.rank.0))
+                    .name(format!("gaspi-ring-{}", self.base.rank.0))
                     .spawn(move || serve_ring(&inner, consumer, &stop, &stats))
                     .map_err(|e| Error::io("starting the GPU ring server", e))?
             };
@@ -360,8 +360,8 @@ impl Inner {
         let rank = Rank(req.target_rank);
         self.check_peer(rank)?;
         let remote_seg = ring_seg(req.remote_segment)?;
-        let tables = self.tables.load();
-        let max = self.config.segment_max;
+        let tables = self.base.tables.load();
+        let max = self.base.config.segment_max;
         // Both operations end in a notification of the remote segment.
         let notifiable = |r| {
             let id = NotifyId(req.notification_id);
@@ -376,10 +376,10 @@ impl Inner {
                     tables.local[local_seg.0 as usize]
                         .as_deref()
                         .ok_or(Error::UnknownSegment {
-                            rank: self.rank,
+                            rank: self.base.rank,
                             seg: local_seg,
                         })?;
-                local.check(Side::Local, self.rank, req.local_offset, req.size)?;
+                local.check(Side::Local, self.base.rank, req.local_offset, req.size)?;
                 let (offset, size) = (req.remote_offset, req.size);
                 let r = notifiable(lookup_remote(&tables, rank, remote_seg, offset, size, max)?)?;
                 if r.capabilities().completes_later() {
@@ -425,7 +425,7 @@ fn ring_seg(v: u32) -> Result<SegId> {
 /// The ring server's loop (see the module docs).
 fn serve_ring(inner: &Inner, ring: RequestRing, stop: &AtomicBool, stats: &RingStats) {
     let qs = QueueStream::default();
-    let spin = inner.config.effective_spin();
+    let spin = inner.base.config.effective_spin();
     let mut last_work = Instant::now();
     let mut nap = Duration::from_micros(10);
     let add = |counter: &AtomicU64, since: Instant| {

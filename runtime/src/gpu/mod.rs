@@ -121,7 +121,7 @@ impl Inner {
     pub(crate) fn home_device(&self) -> u32 {
         *self
             .gpu_home
-            .get_or_init(|| self.config.gpu_device.unwrap_or(0))
+            .get_or_init(|| self.base.config.gpu_device.unwrap_or(0))
     }
 
     fn queue_stream<'q>(&self, qs: &'q QueueStream) -> Result<&'q GpuStream> {
@@ -149,10 +149,10 @@ impl Inner {
         let home = self.home_device();
         let stream = self.queue_stream(qs)?;
         let view = r.gpu_view(home)?;
-        let src = local.unified_ptr(local_offset, home, self.config.pin_host_segments);
+        let src = local.unified_ptr(local_offset, home, self.base.config.pin_host_segments);
         let len = usize::try_from(size).map_err(|_| Error::TooLarge {
             size,
-            max: self.config.transfer_size_max,
+            max: self.base.config.transfer_size_max,
         })?;
         match view.data {
             // SAFETY: both ranges were bounds-checked by the caller; the
@@ -254,10 +254,10 @@ impl Inner {
         let home = self.home_device();
         let stream = self.queue_stream(qs)?;
         let view = r.gpu_view(home)?;
-        let dst = local.unified_ptr(local_offset, home, self.config.pin_host_segments);
+        let dst = local.unified_ptr(local_offset, home, self.base.config.pin_host_segments);
         let len = usize::try_from(size).map_err(|_| Error::TooLarge {
             size,
-            max: self.config.transfer_size_max,
+            max: self.base.config.transfer_size_max,
         })?;
         match view.data {
             // SAFETY: both ranges checked by the caller and alive until the

@@ -200,7 +200,7 @@ impl WriterLane {
         let mut nap = Duration::from_micros(5);
         let give_up = Instant::now() + LANE_FULL_WAIT;
         while head.wrapping_sub(lane.word(TAIL).load(Ordering::Acquire)) >= LANE_ENTRIES {
-            inner.peers.peer_ok(owner)?;
+            inner.base.peers.peer_ok(owner)?;
             if Instant::now() >= give_up {
                 return Err(Error::InboxFull {
                     rank: owner,
@@ -249,7 +249,7 @@ impl WriterLane {
             if reached(lane.word(completed).load(Ordering::Acquire), seq) {
                 return Ok(());
             }
-            inner.peers.peer_ok(owner)?;
+            inner.base.peers.peer_ok(owner)?;
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout { op: "wait" });
             }
@@ -278,8 +278,8 @@ impl Inner {
         if let Some(s) = self.owner_copies.server.get() {
             return Ok(s.descriptor.clone());
         }
-        let len = INBOX_HEADER + self.size as usize * LANE_BYTES;
-        let memory = SharedMemory::create(&format!("gaspi-inbox-{}", self.rank.0), len)?;
+        let len = INBOX_HEADER + self.base.size as usize * LANE_BYTES;
+        let memory = SharedMemory::create(&format!("gaspi-inbox-{}", self.base.rank.0), len)?;
         // SAFETY: the memfd mapping moves into the server thread, which
         // drops this registration before the mapping (declaration order in
         // `serve_inbox`'s frame: registration is declared after memory).
@@ -289,7 +289,7 @@ impl Inner {
         let thread = {
             let (inner, stop) = (self.clone(), stop.clone());
             std::thread::Builder::new()
-                .name(format!("gaspi-inbox-{}", self.rank.0))
+                .name(format!("gaspi-inbox-{}", self.base.rank.0))
                 .spawn(move || serve_inbox(&inner, memory, registration, home, &stop))
                 .map_err(|e| Error::io("starting the inbox server", e))?
         };
@@ -311,7 +311,7 @@ impl Inner {
             }
         }
         tracing::debug!(
-            rank = self.rank.0,
+            rank = self.base.rank.0,
             "inbox for owner-executed copies started"
         );
         Ok(self
@@ -340,7 +340,7 @@ impl Inner {
                 gaspi_segments::SegmentError::OwnerGone { .. } => OWNER_GONE.to_string(),
                 e => e.to_string(),
             })?;
-            if mapping.len() < INBOX_HEADER + self.size as usize * LANE_BYTES {
+            if mapping.len() < INBOX_HEADER + self.base.size as usize * LANE_BYTES {
                 return Err(format!("the inbox of {owner} is too small"));
             }
             let base = mapping.as_ptr();
@@ -349,7 +349,7 @@ impl Inner {
             let (doorbell, lane) = unsafe {
                 (
                     base as *const AtomicU32,
-                    base.add(INBOX_HEADER + self.rank.0 as usize * LANE_BYTES),
+                    base.add(INBOX_HEADER + self.base.rank.0 as usize * LANE_BYTES),
                 )
             };
             Ok(Arc::new(WriterLane {
@@ -363,6 +363,7 @@ impl Inner {
             if reason == OWNER_GONE {
                 // It ended: name it as gone, as every call does (0028).
                 return self
+                    .base
                     .peers
                     .peer_ok(owner)
                     .err()
@@ -391,7 +392,7 @@ impl Inner {
         notify: Option<(u32, u32)>,
     ) -> Result<u32> {
         if kind != Kind::Notify {
-            self.stats.call(
+            self.base.stats.call(
                 crate::model::stats::Op::OwnerCopy,
                 crate::model::stats::Counter::None,
                 0,
@@ -515,22 +516,22 @@ fn serve_inbox(
     stop: &AtomicBool,
 ) {
     let base = memory.as_ptr();
-    let lanes: Vec<Lane> = (0..inner.size as usize)
+    let lanes: Vec<Lane> = (0..inner.base.size as usize)
         // SAFETY: the memfd holds INBOX_HEADER + size lanes (owner_inbox).
         .map(|r| Lane(unsafe { base.add(INBOX_HEADER + r * LANE_BYTES) }))
         .collect();
     // SAFETY: word 0 of the memfd, 4-byte aligned, lives as long as `memory`.
     let doorbell = unsafe { &*(base as *const AtomicU32) };
     let device_base = registration.device_ptr();
-    let mut streams: Vec<Vec<Option<GpuStream>>> = (0..inner.size)
+    let mut streams: Vec<Vec<Option<GpuStream>>> = (0..inner.base.size)
         .map(|_| (0..LANE_STREAMS).map(|_| None).collect())
         .collect();
-    let spin = inner.config.effective_spin();
+    let spin = inner.base.config.effective_spin();
     let mut last_work = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let mut worked = false;
         for (r, lane) in lanes.iter().enumerate() {
-            if r == inner.rank.0 as usize {
+            if r == inner.base.rank.0 as usize {
                 continue;
             }
             let mut taken = 0;
@@ -602,7 +603,7 @@ fn serve_entry(
     completed: DevicePtr,
     home: u32,
 ) -> std::result::Result<(), u32> {
-    let tables = inner.tables.load();
+    let tables = inner.base.tables.load();
     let seg = |v: u32| u8::try_from(v).map(SegId).map_err(|_| 4u32);
     let own_seg = seg(e.owner_seg)?;
     let own = tables
@@ -621,7 +622,7 @@ fn serve_entry(
             if own
                 .check(
                     crate::model::error::Side::Local,
-                    inner.rank,
+                    inner.base.rank,
                     e.owner_offset,
                     e.len,
                 )
@@ -631,7 +632,7 @@ fn serve_entry(
             }
             // Checked like any remote end; the writer checked it before
             // posting, so a refusal means the segment changed meanwhile.
-            let max = inner.config.segment_max;
+            let max = inner.base.config.segment_max;
             let peer = lookup_remote(&tables, writer, seg(e.peer_seg)?, e.peer_offset, e.len, max)
                 .map_err(|err| match err {
                     Error::UnknownSegment { .. } => 1u32,

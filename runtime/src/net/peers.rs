@@ -120,6 +120,8 @@ pub(crate) struct Peers {
     /// Wakes the progress engine.
     pub engine_waker: OnceLock<Arc<mio::Waker>>,
     events: OnceLock<Box<dyn PeerEvents>>,
+    /// Sweeps of every connection asked of the progress engine.
+    pub sweeps: Sweeps,
 }
 
 impl std::fmt::Debug for Peers {
@@ -157,6 +159,7 @@ impl Peers {
             relayed_ends: Mutex::new(Vec::new()),
             engine_waker: OnceLock::new(),
             events: OnceLock::new(),
+            sweeps: Sweeps::default(),
         }
     }
 
@@ -171,6 +174,12 @@ impl Peers {
             .iter()
             .enumerate()
             .map(|(r, p)| (Rank(r as u32), p))
+    }
+
+    /// Asks the progress engine to read every connection and decide every
+    /// end it finds, and waits until it has, at most `bound`.
+    pub fn sweep(&self, bound: Duration) {
+        self.sweeps.sweep(self, bound);
     }
 
     /// Wakes threads waiting on replies.
@@ -554,5 +563,51 @@ impl Peers {
             *slot = Some(result);
             self.replies.cv.notify_all();
         }
+    }
+}
+
+/// Sweeps of every connection asked of the engine (`Engine::sweep`), and
+/// those done: the asker waits for its own.
+#[derive(Debug, Default)]
+pub(crate) struct Sweeps {
+    /// (asked, done), counts.
+    state: Mutex<(u64, u64)>,
+    done: std::sync::Condvar,
+}
+
+impl Sweeps {
+    /// Asks the engine for a sweep and waits until it has made one, at
+    /// most `bound` (an engine that has stopped makes none).
+    pub fn sweep(&self, peers: &Peers, bound: Duration) {
+        let until = Instant::now() + bound;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.0 += 1;
+        let want = st.0;
+        peers.wake_engine();
+        while st.1 < want {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::debug!("the progress engine made no sweep within {bound:?}");
+                return;
+            }
+            st = self
+                .done
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The sweep asked last, if it is not done (engine).
+    pub(crate) fn asked(&self) -> Option<u64> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (st.0 > st.1).then_some(st.0)
+    }
+
+    /// Sweeps up to `asked` are done (engine).
+    pub(crate) fn done(&self, asked: u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.1 = st.1.max(asked);
+        self.done.notify_all();
     }
 }

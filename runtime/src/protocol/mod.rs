@@ -119,11 +119,12 @@ impl Inner {
         end: RemoteEnd<'a>,
     ) -> Option<&'a gaspi_segments::MemoryDescriptor> {
         let r = end.segment;
-        if !r.capabilities().gpu || local.is_gpu() || q.gpu.pending() || end.rank == self.rank {
+        if !r.capabilities().gpu || local.is_gpu() || q.gpu.pending() || end.rank == self.base.rank
+        {
             return None;
         }
         let inbox = r.owner_inbox()?;
-        (self.config.gpu_owner_copies && local.is_shared_memory() && local.known_by(end.rank))
+        (self.base.config.gpu_owner_copies && local.is_shared_memory() && local.known_by(end.rank))
             .then_some(inbox)
     }
 
@@ -170,7 +171,7 @@ impl Inner {
             .capabilities()
             .in_place_from
             .filter(|&min| size >= min)
-            .and_then(|_| self.tables.load().local[local.id.0 as usize].clone())
+            .and_then(|_| self.base.tables.load().local[local.id.0 as usize].clone())
             .filter(|seg| std::ptr::eq(&**seg, local));
         match keep {
             Some(seg) => {
@@ -221,7 +222,7 @@ impl Inner {
             // No CPU store reaches the word: the owner's inbox thread or
             // this rank's queue stream writes it.
             match to.segment.owner_inbox() {
-                Some(inbox) if self.config.gpu_owner_copies && to.rank != self.rank => {
+                Some(inbox) if self.base.config.gpu_owner_copies && to.rank != self.base.rank => {
                     self.owner_notify(&q.gpu, to.rank, Some(inbox), to.seg, id, value)
                 }
                 _ => self.gpu_notify(&q.gpu, to.segment, id, value),
@@ -323,13 +324,13 @@ impl Inner {
         let q = self.queues.get(queue.0 as usize)?;
         if !q.created.load(std::sync::atomic::Ordering::Relaxed)
             || !q.gpu.idle()
-            || remote_seg.0 as u32 >= self.config.segment_max
-            || !self.peers.peer_healthy(rank)
+            || remote_seg.0 as u32 >= self.base.config.segment_max
+            || !self.base.peers.peer_healthy(rank)
         {
             return None;
         }
         // SAFETY: the caller's contract.
-        let tables = unsafe { self.tables.peek() }?;
+        let tables = unsafe { self.base.tables.peek() }?;
         let remote = tables
             .remote
             .get(rank.0 as usize)?
@@ -352,7 +353,7 @@ impl Inner {
             notify,
             queue,
         } = req;
-        if size == 0 || size > self.config.transfer_size_max || size >= self.copy_assist_min {
+        if size == 0 || size > self.base.config.transfer_size_max || size >= self.copy_assist_min {
             return false;
         }
         // SAFETY: nothing below loads the tables: the checks, the copy, a
@@ -374,7 +375,7 @@ impl Inner {
         }
         // One request, its notification part of it (decision 0030).
         let entries = 1;
-        if !q.try_reserve(entries, self.config.queue_size_max) {
+        if !q.try_reserve(entries, self.base.config.queue_size_max) {
             return false;
         }
         // SAFETY: both ranges were checked just above against the segments,
@@ -395,7 +396,7 @@ impl Inner {
             Op::Write
         };
         q.touch(rank);
-        self.stats.call(op, Counter::BytesWritten, size);
+        self.base.stats.call(op, Counter::BytesWritten, size);
         true
     }
 
@@ -416,14 +417,14 @@ impl Inner {
         };
         if id.0 >= remote.notification_count
             || value == 0
-            || !q.try_reserve(1, self.config.queue_size_max)
+            || !q.try_reserve(1, self.base.config.queue_size_max)
         {
             return false;
         }
         let stored = direct.notifications.set(id.0, value);
         debug_assert!(stored.is_ok(), "checked above");
         q.touch(rank);
-        self.stats.call(Op::Notify, Counter::None, 0);
+        self.base.stats.call(Op::Notify, Counter::None, 0);
         true
     }
 }

@@ -110,7 +110,8 @@
 //! has a core to itself; see `Config::effective_copy_assist_min`), for
 //! writes from shared-memory segments of at least that many bytes.
 
-use crate::context::{Inner, SYSTEM_SEG};
+use crate::base::SYSTEM_SEG;
+use crate::context::Inner;
 use crate::model::bounds::fits;
 use crate::model::error::Result;
 use crate::segments::LocalSegment;
@@ -657,8 +658,8 @@ fn test_stall() {
 /// allreduce slots (a multiple of their size, itself of 64 bytes, so
 /// 64-byte aligned).
 pub(crate) fn board_offset(config: &crate::Config, size: u32) -> usize {
-    let slot = crate::context::allreduce_slot(config.allreduce_elem_max);
-    crate::context::system_data_size(config.group_max, size, slot)
+    let slot = crate::base::allreduce_slot(config.allreduce_elem_max);
+    crate::base::system_data_size(config.group_max, size, slot)
 }
 
 /// The spin work of this rank's waiters: helping with the copy posted on
@@ -692,12 +693,12 @@ impl gaspi_notify::SpinWork for CopyHelper {
 impl Inner {
     /// This rank's own copy board.
     fn own_board(&self) -> &CopyBoard {
-        let at = board_offset(&self.config, self.size);
+        let at = board_offset(&self.base.config, self.base.size);
         // SAFETY: the system segment's data is allocated with BOARD_BYTES
         // after board_offset (context.rs), page-aligned plus a multiple of
         // 64, and lives as long as `self`; peers touch it only through
         // CopyBoard.
-        unsafe { CopyBoard::at(self.system.data().add(at)) }
+        unsafe { CopyBoard::at(self.base.system.data().add(at)) }
     }
 
     /// Copies chunks of the job posted on this rank's board, if there is
@@ -711,7 +712,7 @@ impl Inner {
             return false;
         }
         let job = open.job;
-        let tables = self.tables.load();
+        let tables = self.base.tables.load();
         // The writer's segment as mapped here, and our own destination:
         // the very segments the writer names, and the ranges inside them.
         let src = tables
@@ -773,7 +774,7 @@ impl Inner {
         if bytes == 0 {
             return false;
         }
-        self.stats.copied_for_peers(bytes);
+        self.base.stats.copied_for_peers(bytes);
         tracing::trace!(writer = job.src_rank, chunks, bytes, "helped copy");
         true
     }
@@ -790,10 +791,10 @@ impl Inner {
         size: u64,
         notify: Option<(u32, u32)>,
     ) -> Option<Result<()>> {
-        if to.rank == self.rank || !local.is_shared_memory() || !local.known_by(to.rank) {
+        if to.rank == self.base.rank || !local.is_shared_memory() || !local.known_by(to.rank) {
             return None;
         }
-        let tables = self.tables.load();
+        let tables = self.base.tables.load();
         let system = tables
             .remote
             .get(to.rank.0 as usize)?
@@ -804,10 +805,15 @@ impl Inner {
         // (same layout on every rank: group_max, allreduce_elem_max and
         // size are the job's),
         // mapped here as long as the snapshot `tables` holds the entry.
-        let board =
-            unsafe { CopyBoard::at(system.data.add(board_offset(&self.config, self.size))) };
+        let board = unsafe {
+            CopyBoard::at(
+                system
+                    .data
+                    .add(board_offset(&self.base.config, self.base.size)),
+            )
+        };
         let job = CopyJob {
-            src_rank: self.rank.0,
+            src_rank: self.base.rank.0,
             src_seg: local.id.0,
             src_instance: local.descriptor.instance,
             src_offset: local_offset,
@@ -817,7 +823,7 @@ impl Inner {
             len: size,
             chunk: CHUNK,
         };
-        let posted = board.post(self.rank.0, &job)?;
+        let posted = board.post(self.base.rank.0, &job)?;
         // SAFETY: the caller checked both ranges against their segments,
         // which its table snapshot keeps mapped; distinct memfds.
         let (from, dst) = unsafe {
@@ -833,7 +839,7 @@ impl Inner {
             },
             notify,
             TAKEBACK,
-            || self.peers.peer_ok(to.rank),
+            || self.base.peers.peer_ok(to.rank),
         );
         Some(finished.and_then(|f| {
             match (f, notify) {

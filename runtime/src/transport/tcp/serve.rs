@@ -26,10 +26,10 @@ type Outcome<T = ()> = std::result::Result<T, String>;
 
 /// This rank's own view of its segment `seg`, or why there is none.
 fn own_segment(inner: &Inner, seg: u8) -> Outcome<Arc<dyn RemoteSegment>> {
-    inner.tables.load().remote[inner.rank.0 as usize][seg as usize]
+    inner.base.tables.load().remote[inner.base.rank.0 as usize][seg as usize]
         .as_ref()
         .map(|e| e.segment().clone())
-        .ok_or_else(|| format!("segment {seg} of {} does not exist", inner.rank))
+        .ok_or_else(|| format!("segment {seg} of {} does not exist", inner.base.rank))
 }
 
 fn check_range(s: &dyn RemoteSegment, seg: u8, offset: u64, len: u64) -> Outcome {
@@ -73,6 +73,7 @@ impl SettlesOut for Settles {
         }
         let frames = self.take_frames();
         let _ = inner
+            .base
             .peers
             .send_frame_by(from, &frames, Urgency::Now, "settle");
     }
@@ -83,7 +84,7 @@ impl SettlesOut for Settles {
         if self.is_empty() {
             return;
         }
-        inner.peers[from].settle_stash.add(self);
+        inner.base.peers[from].settle_stash.add(self);
         inner.waiter_progress.owed_answers(inner);
     }
 }
@@ -101,7 +102,7 @@ fn settle(
     match (queue, outcome) {
         (Some(queue), Ok(())) => settles.add(queue),
         (Some(queue), Err(reason)) => {
-            let _ = inner.peers.send(
+            let _ = inner.base.peers.send(
                 from,
                 &Message::Settled {
                     queue,
@@ -173,12 +174,15 @@ pub(crate) fn get(inner: &Inner, from: Rank, token: u64, seg: u8, offset: u64, l
             .map_err(|e| e.to_string())?;
         Ok(serde_bytes::ByteBuf::from(bytes))
     })();
-    let _ = inner.peers.send(from, &Message::Data { token, result });
+    let _ = inner
+        .base
+        .peers
+        .send(from, &Message::Data { token, result });
 }
 
 /// A peer's `Fence`: answered after everything it sent before.
 pub(crate) fn fence(inner: &Inner, from: Rank, token: u64) {
-    let _ = inner.peers.send(
+    let _ = inner.base.peers.send(
         from,
         &Message::Reply {
             token,
@@ -242,7 +246,7 @@ pub(crate) fn fence_answered(inner: &Inner, token: u64) -> bool {
         .set(id, value)
         .err()
         .map(|e| Error::Refused {
-            rank: inner.rank,
+            rank: inner.base.rank,
             reason: format!("setting the read notification: {e}"),
         });
     settle_local(inner, owner, queue, failure);
@@ -281,7 +285,7 @@ mod tests {
         let g = Gaspi::init(Config::default().notification_num(64)).unwrap();
         let seg = g.segment_alloc(SegId(1), 4096, Memory::Host).unwrap();
         let inner = &*g.inner;
-        let me = inner.rank;
+        let me = inner.base.rank;
         // (offset, length, notification, segment)
         type Crafted = (u64, usize, Option<(u32, u32)>, u8);
         let bad: [Crafted; 6] = [
