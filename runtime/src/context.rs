@@ -33,7 +33,7 @@ pub(crate) struct Inner {
     pub posted_reads: Arc<crate::transport::tcp::PostedReads>,
     /// Atomic requests whose call returned `Timeout`, for an identical
     /// call to adopt (`atomics.rs`, decision 0029).
-    pub abandoned_atomics: crate::atomics::AbandonedAtomics,
+    pub abandoned_atomics: crate::gaspi::atomics::AbandonedAtomics,
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
     /// The device whose streams carry GPU copies (see `gpu/`).

@@ -39,7 +39,6 @@
 //! # Ok::<(), gaspi::Error>(())
 //! ```
 
-mod atomics;
 mod base;
 mod collectives;
 mod context;
