@@ -11,12 +11,14 @@
 //! collectives) is here too: start-up sizes it, the collectives and the
 //! assisted copy address it.
 
+use crate::model::bounds::check_segment_size;
 use crate::model::config::Config;
-use crate::model::ids::Rank;
+use crate::model::error::{Error, Result};
+use crate::model::ids::{Rank, SegId};
 use crate::model::stats::Stats;
 use crate::net::peers::Peers;
 use crate::segments::LocalSegment;
-use crate::transport::tables::SegmentTables;
+use crate::transport::tables::{SegmentTables, Tables};
 use crate::transport::Transport;
 use std::sync::Arc;
 
@@ -103,4 +105,87 @@ pub(crate) fn group_words(
 ) -> impl Iterator<Item = u32> {
     let first = reduce_word(group_max, size, group, 0);
     (64 * group.0..64 * group.0 + 64).chain(first..=first + size)
+}
+
+impl Base {
+    pub(crate) fn check_seg_id(&self, seg: SegId) -> Result<()> {
+        if seg.0 as u32 >= self.config.segment_max {
+            return Err(Error::SegmentIdOutOfRange {
+                seg,
+                max: self.config.segment_max,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn local_segment(&self, seg: SegId) -> Result<Arc<LocalSegment>> {
+        self.check_seg_id(seg)?;
+        self.tables.load().local[seg.0 as usize]
+            .clone()
+            .ok_or(Error::UnknownSegment {
+                rank: self.rank,
+                seg,
+            })
+    }
+
+    /// Runs `f` on local segment `seg` of the current table snapshot: the
+    /// hot-path form of [`Base::local_segment`], without reference counting.
+    pub(crate) fn with_local<R>(
+        &self,
+        seg: SegId,
+        f: impl FnOnce(&LocalSegment, &Tables) -> Result<R>,
+    ) -> Result<R> {
+        self.check_seg_id(seg)?;
+        let tables = self.tables.load();
+        let s = tables.local[seg.0 as usize]
+            .as_deref()
+            .ok_or(Error::UnknownSegment {
+                rank: self.rank,
+                seg,
+            })?;
+        f(s, &tables)
+    }
+
+    /// Checks the size of a request of the device API's ring: 1 up to
+    /// the transfer size maximum.
+    pub(crate) fn check_size(&self, size: u64) -> Result<()> {
+        if size == 0 {
+            return Err(Error::ZeroSize { what: "a transfer" });
+        }
+        self.check_transfer_size(size)
+    }
+
+    /// Checks the size of a write, read or list element: at most the
+    /// transfer size maximum. 0 is allowed, as in GPI-2 (decision 0030):
+    /// such a request moves no data, but its other arguments are checked
+    /// as for any size and its notification, if it has one, is delivered.
+    pub(crate) fn check_transfer_size(&self, size: u64) -> Result<()> {
+        if size > self.config.transfer_size_max {
+            return Err(Error::TooLarge {
+                size,
+                max: self.config.transfer_size_max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the size of a new segment: not 0, and at most the configured
+    /// [`segment_size_max`](crate::Config::segment_size_max). Every segment
+    /// call runs it before anything is mapped, allocated or sent.
+    pub(crate) fn check_segment_size(&self, size: u64) -> Result<()> {
+        check_segment_size(size, self.config.segment_size_max)
+    }
+
+    /// Checks that `rank` exists, is healthy and reachable.
+    pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
+        self.peers.check_rank(rank)?;
+        self.peers.peer_ok(rank)?;
+        if self.transports[rank.0 as usize].is_none() {
+            return Err(Error::NoTransport {
+                rank,
+                reason: "it is on another host and no network transport is available yet".into(),
+            });
+        }
+        Ok(())
+    }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub(crate) struct Inner {
     /// What every service of this rank reads (see `base.rs`).
-    pub base: Base,
+    pub base: Arc<Base>,
     pub queues: Vec<QueueState>,
     pub groups: GroupTable,
     /// Reads posted through the TCP transport, awaiting their data.
@@ -36,12 +36,8 @@ pub(crate) struct Inner {
     pub abandoned_atomics: crate::gaspi::atomics::AbandonedAtomics,
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
-    /// The device whose streams carry GPU copies (see `gpu/`).
-    /// Shared with the transports: a peer's GPU memory is opened, on
-    /// first use, in the context of the home device as it is then.
-    pub gpu_home: std::sync::Arc<std::sync::OnceLock<u32>>,
-    /// This rank's inbox and its lanes into peers' (see `gpu/owner_copy.rs`).
-    pub owner_copies: crate::gpu::owner_copy::OwnerCopies,
+    /// The GPU path: home device, queue streams' work, owner-run copies.
+    pub gpu: Arc<crate::gpu::Gpu>,
     /// Smallest same-host write copied with the target's help
     /// (`Config::effective_copy_assist_min`; `u64::MAX`: none).
     pub copy_assist_min: u64,
@@ -109,7 +105,7 @@ impl Inner {
                 reason: "it is on another host and no network transport is available yet".into(),
             })?;
         let remote = transport
-            .attach(owner, seg as u8, desc, &self.gpu_home)
+            .attach(owner, seg as u8, desc, &self.gpu.home)
             .map_err(|e| self.owner_gone(owner, e))?;
         self.base
             .tables
@@ -377,35 +373,35 @@ impl Gaspi {
             system.notifications.set_spin_work(work.clone());
         }
         let system = Arc::new(system);
+        let base = Arc::new(Base {
+            rank,
+            size,
+            tables: SegmentTables::new(size),
+            system,
+            stats: crate::model::stats::Stats::default(),
+            peers: Arc::new(Peers::new(
+                rank,
+                peers,
+                config.launch.job_key.clone(),
+                config.peer_timeout,
+            )),
+            transports,
+            config,
+        });
         let inner = Arc::new(Inner {
-            queues: (0..config.queue_max)
-                .map(|q| QueueState::new(q, size, q < config.queue_num))
+            queues: (0..base.config.queue_max)
+                .map(|q| QueueState::new(q, size, q < base.config.queue_num))
                 .collect(),
-            groups: GroupTable::new(config.group_max, size),
+            groups: GroupTable::new(base.config.group_max, size),
             posted_reads: tcp.posted_reads(),
             abandoned_atomics: Default::default(),
             passive: crate::passive::Inbox::default(),
-            gpu_home: Default::default(),
-            owner_copies: crate::gpu::owner_copy::OwnerCopies::new(size),
             copy_assist_min: copy_assist_min.unwrap_or(u64::MAX),
             copy_helper,
             waiter_progress,
             wait_work,
-            base: Base {
-                rank,
-                size,
-                tables: SegmentTables::new(size),
-                system,
-                stats: crate::model::stats::Stats::default(),
-                peers: Arc::new(Peers::new(
-                    rank,
-                    peers,
-                    config.launch.job_key.clone(),
-                    config.peer_timeout,
-                )),
-                transports,
-                config,
-            },
+            gpu: Arc::new(crate::gpu::Gpu::new(base.clone())),
+            base,
             #[cfg(feature = "verbs")]
             verbs,
         });
@@ -481,7 +477,7 @@ impl Gaspi {
     }
 
     fn shutdown(&self) {
-        self.inner.stop_owner_inbox();
+        self.inner.gpu.stop_owner_inbox();
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };

@@ -181,7 +181,7 @@ impl Gaspi {
                 max,
             });
         }
-        inner.check_peer(rank)?;
+        inner.base.check_peer(rank)?;
         let tables = inner.base.tables.load();
         // Pass 1: check every element and the notification; nothing moves.
         for e in elems {
@@ -196,7 +196,7 @@ impl Gaspi {
                     Dir::Write => (rank, rank),
                     Dir::Read => (inner.base.rank, inner.base.rank),
                 };
-                inner.check_seg_id(seg)?;
+                inner.base.check_seg_id(seg)?;
                 let r = lookup_remote(&tables, target, seg, 0, 0, inner.base.config.segment_max)?;
                 check_notification(r, owner, seg, id, value)?;
                 let to = RemoteEnd {
@@ -242,7 +242,7 @@ impl Gaspi {
                 // notification waits for the answer to a fence sent after
                 // them (the transport's ordering contract).
                 Some((to, id, value)) if dir == Dir::Read && reads_complete_later => {
-                    let seg = inner.local_segment(to.seg)?;
+                    let seg = inner.base.local_segment(to.seg)?;
                     first_remote.post_read_notify(&seg, id, value, Via::queue(q.posted()))?;
                 }
                 Some((to, id, value)) => inner.notify_routed(q, to, id, value)?,
@@ -275,8 +275,8 @@ fn resolve<'t>(
     e: &ListElem,
     rank: Rank,
 ) -> Result<Resolved<'t>> {
-    inner.check_transfer_size(e.size)?;
-    inner.check_seg_id(e.local_seg)?;
+    inner.base.check_transfer_size(e.size)?;
+    inner.base.check_seg_id(e.local_seg)?;
     let local: &LocalSegment =
         tables.local[e.local_seg.0 as usize]
             .as_deref()

@@ -3,7 +3,6 @@
 //! writes anything; transports are reached only with valid arguments.
 
 use crate::context::{Gaspi, Inner};
-use crate::model::bounds::check_segment_size;
 use crate::model::config::NotificationPlacement;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
@@ -11,7 +10,6 @@ use crate::model::stats::{Counter, Op};
 use crate::net::frame::Message;
 use crate::protocol::{check_notification, lookup_remote, PutRequest};
 use crate::segments::{LocalSegment, Segment};
-use crate::transport::tables::Tables;
 use crate::transport::{RemoteEnd, RemoteSegment};
 use std::sync::Arc;
 
@@ -22,44 +20,6 @@ impl From<&Segment> for SegId {
 }
 
 impl Inner {
-    pub(crate) fn check_seg_id(&self, seg: SegId) -> Result<()> {
-        if seg.0 as u32 >= self.base.config.segment_max {
-            return Err(Error::SegmentIdOutOfRange {
-                seg,
-                max: self.base.config.segment_max,
-            });
-        }
-        Ok(())
-    }
-
-    pub(crate) fn local_segment(&self, seg: SegId) -> Result<Arc<LocalSegment>> {
-        self.check_seg_id(seg)?;
-        self.base.tables.load().local[seg.0 as usize]
-            .clone()
-            .ok_or(Error::UnknownSegment {
-                rank: self.base.rank,
-                seg,
-            })
-    }
-
-    /// Runs `f` on local segment `seg` of the current table snapshot: the
-    /// hot-path form of [`Inner::local_segment`], without reference counting.
-    pub(crate) fn with_local<R>(
-        &self,
-        seg: SegId,
-        f: impl FnOnce(&LocalSegment, &Tables) -> Result<R>,
-    ) -> Result<R> {
-        self.check_seg_id(seg)?;
-        let tables = self.base.tables.load();
-        let s = tables.local[seg.0 as usize]
-            .as_deref()
-            .ok_or(Error::UnknownSegment {
-                rank: self.base.rank,
-                seg,
-            })?;
-        f(s, &tables)
-    }
-
     pub(crate) fn check_queue(&self, queue: Queue) -> Result<&crate::queue::QueueState> {
         self.queues
             .get(queue.0 as usize)
@@ -69,56 +29,13 @@ impl Inner {
                 count: self.base.config.queue_num,
             })
     }
-
-    /// Checks the size of a request of the device API's ring: 1 up to
-    /// the transfer size maximum.
-    pub(crate) fn check_size(&self, size: u64) -> Result<()> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a transfer" });
-        }
-        self.check_transfer_size(size)
-    }
-
-    /// Checks the size of a write, read or list element: at most the
-    /// transfer size maximum. 0 is allowed, as in GPI-2 (decision 0030):
-    /// such a request moves no data, but its other arguments are checked
-    /// as for any size and its notification, if it has one, is delivered.
-    pub(crate) fn check_transfer_size(&self, size: u64) -> Result<()> {
-        if size > self.base.config.transfer_size_max {
-            return Err(Error::TooLarge {
-                size,
-                max: self.base.config.transfer_size_max,
-            });
-        }
-        Ok(())
-    }
-
-    /// Checks the size of a new segment: not 0, and at most the configured
-    /// [`segment_size_max`](crate::Config::segment_size_max). Every segment
-    /// call runs it before anything is mapped, allocated or sent.
-    pub(crate) fn check_segment_size(&self, size: u64) -> Result<()> {
-        check_segment_size(size, self.base.config.segment_size_max)
-    }
-
-    /// Checks that `rank` exists, is healthy and reachable.
-    pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
-        self.base.peers.check_rank(rank)?;
-        self.base.peers.peer_ok(rank)?;
-        if self.base.transports[rank.0 as usize].is_none() {
-            return Err(Error::NoTransport {
-                rank,
-                reason: "it is on another host and no network transport is available yet".into(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl Gaspi {
     // ----- segments -----
 
     fn check_free(&self, seg: SegId) -> Result<()> {
-        self.inner.check_seg_id(seg)?;
+        self.inner.base.check_seg_id(seg)?;
         if self.inner.base.tables.load().local[seg.0 as usize].is_some() {
             return Err(Error::SegmentExists { seg });
         }
@@ -130,7 +47,7 @@ impl Gaspi {
     pub fn segment_alloc(&self, seg: SegId, size: u64, memory: Memory) -> Result<Segment> {
         let inner = &self.inner;
         self.check_free(seg)?;
-        inner.check_segment_size(size)?;
+        inner.base.check_segment_size(size)?;
         let s = match memory {
             Memory::Host => LocalSegment::alloc_host(
                 seg,
@@ -163,12 +80,13 @@ impl Gaspi {
         // The first GPU segment's device carries this rank's copies
         // unless the config names another.
         let home = *inner
-            .gpu_home
+            .gpu
+            .home
             .get_or_init(|| inner.base.config.gpu_device.unwrap_or(device));
         // CPU ranks' copies into it run in this process (see
         // gpu/owner_copy.rs): the inbox rides in the descriptor.
         if inner.base.config.gpu_owner_copies && inner.base.size > 1 {
-            s.descriptor.inbox = Some(inner.owner_inbox(home)?);
+            s.descriptor.inbox = Some(inner.gpu.owner_inbox(home)?);
         }
         Ok(s)
     }
@@ -197,7 +115,7 @@ impl Gaspi {
         size: u64,
     ) -> Result<Segment> {
         self.check_free(seg)?;
-        self.inner.check_segment_size(size)?;
+        self.inner.base.check_segment_size(size)?;
         let config = &self.inner.base.config;
         // SAFETY: forwarded from this function's contract.
         let s = unsafe {
@@ -238,7 +156,7 @@ impl Gaspi {
         let own: Box<dyn RemoteSegment> = if s.is_gpu() {
             Box::new(crate::transport::cuda_ipc::OwnGpuSegment(s.clone()))
         } else {
-            transport.attach(me, seg.0, &s.descriptor, &inner.gpu_home)?
+            transport.attach(me, seg.0, &s.descriptor, &inner.gpu.home)?
         };
         inner.base.tables.update(|t| {
             if t.local(seg.0 as usize).is_some() {
@@ -260,7 +178,7 @@ impl Gaspi {
     /// must not be freed or reused meanwhile: peers write into it at any time.
     pub unsafe fn segment_bind(&self, seg: SegId, ptr: *mut u8, size: u64) -> Result<Segment> {
         self.check_free(seg)?;
-        self.inner.check_segment_size(size)?;
+        self.inner.base.check_segment_size(size)?;
         let config = &self.inner.base.config;
         // SAFETY: forwarded from this function's contract.
         let s = unsafe {
@@ -281,7 +199,7 @@ impl Gaspi {
     pub fn segment_bind_buffer(&self, seg: SegId, mut buffer: Box<[u8]>) -> Result<Segment> {
         self.check_free(seg)?;
         let len = buffer.len() as u64;
-        self.inner.check_segment_size(len)?;
+        self.inner.base.check_segment_size(len)?;
         let config = &self.inner.base.config;
         let ptr = buffer.as_mut_ptr();
         // SAFETY: the heap buffer is moved into the segment, which keeps it
@@ -302,7 +220,7 @@ impl Gaspi {
 
     /// Makes the segment `seg` of this rank reachable by `rank`.
     pub fn segment_register(&self, seg: SegId, rank: Rank, timeout: Timeout) -> Result<()> {
-        let s = self.inner.local_segment(seg)?;
+        let s = self.inner.base.local_segment(seg)?;
         self.inner.base.peers.check_rank(rank)?;
         self.register_with(&s, &[rank], timeout)
     }
@@ -428,7 +346,7 @@ impl Gaspi {
     /// Takes `seg` out of this rank's tables (the first step of a delete).
     fn remove_local(&self, seg: SegId) -> Result<()> {
         let inner = &self.inner;
-        inner.check_seg_id(seg)?;
+        inner.base.check_seg_id(seg)?;
         let removed = inner.base.tables.update(|t| {
             t.set_remote(inner.base.rank.0 as usize, seg.0 as usize, None);
             t.set_local(seg.0 as usize, None)
@@ -466,19 +384,19 @@ impl Gaspi {
     /// A handle to segment `seg` of this rank.
     pub fn segment(&self, seg: SegId) -> Result<Segment> {
         Ok(Segment {
-            inner: self.inner.local_segment(seg)?,
+            inner: self.inner.base.local_segment(seg)?,
             rank: self.inner.base.rank,
         })
     }
 
     /// Start of segment `seg`'s memory.
     pub fn segment_ptr(&self, seg: SegId) -> Result<*mut u8> {
-        Ok(self.inner.local_segment(seg)?.data())
+        Ok(self.inner.base.local_segment(seg)?.data())
     }
 
     /// Size of segment `seg` in bytes.
     pub fn segment_size(&self, seg: SegId) -> Result<u64> {
-        Ok(self.inner.local_segment(seg)?.size as u64)
+        Ok(self.inner.base.local_segment(seg)?.size as u64)
     }
 
     /// Size in bytes of segment `seg` of `rank` (this rank's own, or a
@@ -489,7 +407,7 @@ impl Gaspi {
         if rank == self.inner.base.rank {
             return self.segment_size(seg);
         }
-        self.inner.check_seg_id(seg)?;
+        self.inner.base.check_seg_id(seg)?;
         self.inner.base.tables.load().remote[rank.0 as usize][seg.0 as usize]
             .as_ref()
             .map(|r| r.size)
@@ -514,7 +432,7 @@ impl Gaspi {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn segment_notification_placement(&self, seg: SegId) -> Result<NotificationPlacement> {
-        Ok(match &self.inner.local_segment(seg)?.device_words {
+        Ok(match &self.inner.base.local_segment(seg)?.device_words {
             Some(words) if words.is_mapped() => NotificationPlacement::Gdrcopy,
             Some(_) => NotificationPlacement::Device,
             None => NotificationPlacement::HostMapped,
@@ -617,9 +535,9 @@ impl Gaspi {
         let (rank, remote_seg, size, notify) = (req.rank, req.remote_seg, req.size, req.notify);
         let inner = &*self.inner;
         let q = inner.check_queue(req.queue)?;
-        inner.check_transfer_size(size)?;
-        inner.check_peer(rank)?;
-        inner.with_local(req.local_seg, |local, tables| {
+        inner.base.check_transfer_size(size)?;
+        inner.base.check_peer(rank)?;
+        inner.base.with_local(req.local_seg, |local, tables| {
             local.check(Side::Local, inner.base.rank, req.local_offset, size)?;
             let max = inner.base.config.segment_max;
             let r = lookup_remote(tables, rank, remote_seg, req.remote_offset, size, max)?;
@@ -674,9 +592,9 @@ impl Gaspi {
         let inner = &*self.inner;
         let local_seg = local_seg.into();
         let q = inner.check_queue(queue)?;
-        inner.check_transfer_size(size)?;
-        inner.check_peer(rank)?;
-        inner.with_local(local_seg, |local, tables| {
+        inner.base.check_transfer_size(size)?;
+        inner.base.check_peer(rank)?;
+        inner.base.with_local(local_seg, |local, tables| {
             local.check(Side::Local, inner.base.rank, local_offset, size)?;
             let max = inner.base.config.segment_max;
             let r = lookup_remote(tables, rank, remote_seg, remote_offset, size, max)?;
@@ -735,7 +653,7 @@ impl Gaspi {
     ) -> Result<()> {
         let inner = &*self.inner;
         let q = inner.check_queue(queue)?;
-        inner.check_peer(rank)?;
+        inner.base.check_peer(rank)?;
         let tables = inner.base.tables.load();
         let r = lookup_remote(
             &tables,
@@ -769,7 +687,7 @@ impl Gaspi {
         let q = self.inner.check_queue(queue)?;
         self.inner.base.stats.call(Op::Wait, Counter::None, 0);
         // Copies on the queue's CUDA stream complete here.
-        self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
+        self.inner.gpu.gpu_wait(&q.gpu, timeout.deadline())?;
         // Requests of transports that complete later (TCP): wait for their
         // targets' answers; a target gone with requests unanswered fails
         // the wait at once, naming it.
@@ -842,7 +760,7 @@ impl Gaspi {
         // The whole call runs on one table snapshot: it keeps the segment
         // alive while we wait (a concurrent delete only unpublishes it)
         // without touching a reference count on the way back.
-        self.inner.with_local(seg, |s, _| {
+        self.inner.base.with_local(seg, |s, _| {
             let area = &s.notifications;
             area.check_range(begin.0, num)
                 .map_err(|_| out_of_range(area.count()))?;
@@ -876,7 +794,7 @@ impl Gaspi {
     /// Atomically reads and clears notification `id` of local segment `seg`;
     /// returns the value it had (0 if it was not set).
     pub fn notify_reset(&self, seg: SegId, id: NotifyId) -> Result<u32> {
-        self.inner.with_local(seg, |s, _| {
+        self.inner.base.with_local(seg, |s, _| {
             let out_of_range = || Error::NotifyIdOutOfRange {
                 rank: self.inner.base.rank,
                 seg,
@@ -903,6 +821,7 @@ impl Gaspi {
     /// ring of 1024 slots; see [`DeviceContext`](crate::gpu::DeviceContext).
     pub fn device_context(&self, device: u32) -> Result<crate::gpu::DeviceContext> {
         self.inner
+            .gpu
             .device_context(device, crate::gpu::DeviceContextOptions::default())
     }
 
@@ -912,7 +831,7 @@ impl Gaspi {
         device: u32,
         options: crate::gpu::DeviceContextOptions,
     ) -> Result<crate::gpu::DeviceContext> {
-        self.inner.device_context(device, options)
+        self.inner.gpu.device_context(device, options)
     }
 
     // ----- collectives -----

@@ -82,7 +82,7 @@ impl Inner {
     /// Applies `op` on this rank's own segment (owner side): checked again
     /// here, a peer's request is never trusted.
     pub(crate) fn owner_atomic(&self, seg: SegId, offset: u64, op: AtomicOp) -> Result<u64> {
-        self.with_local(seg, |s, _| {
+        self.base.with_local(seg, |s, _| {
             s.check(Side::Local, self.base.rank, offset, 8)?;
             if s.is_gpu() {
                 if !offset.is_multiple_of(8) {
@@ -112,7 +112,7 @@ impl Inner {
         timeout: Timeout,
         name: &'static str,
     ) -> Result<u64> {
-        self.check_peer(rank)?;
+        self.base.check_peer(rank)?;
         if !offset.is_multiple_of(8) {
             return Err(Error::Unaligned { offset });
         }

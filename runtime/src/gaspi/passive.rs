@@ -34,7 +34,7 @@ impl Gaspi {
         }
         inner.base.peers.check_rank(rank)?;
         inner.base.peers.peer_ok(rank)?;
-        let data = inner.with_local(seg, |s, _| {
+        let data = inner.base.with_local(seg, |s, _| {
             s.check(Side::Local, inner.base.rank, offset, size)?;
             let mut data = vec![0u8; size as usize];
             s.copy_out(offset, &mut data)?;
@@ -70,7 +70,9 @@ impl Gaspi {
         let inner = &*self.inner;
         let deadline = timeout.deadline();
         // Check the segment before waiting.
-        inner.with_local(seg, |s, _| s.check(Side::Local, inner.base.rank, offset, 1))?;
+        inner
+            .base
+            .with_local(seg, |s, _| s.check(Side::Local, inner.base.rank, offset, 1))?;
         let t = Instant::now();
         let mut queue = inner
             .passive
@@ -102,7 +104,7 @@ impl Gaspi {
         };
         inner.base.stats.waited(t.elapsed());
         let size = data.len() as u64;
-        let copied = inner.with_local(seg, |s, _| {
+        let copied = inner.base.with_local(seg, |s, _| {
             s.check(Side::Local, inner.base.rank, offset, size)?;
             s.copy_in(offset, &data)
         });

@@ -41,7 +41,7 @@ impl crate::Gaspi {
     /// shared-memory transport the requests themselves are complete already.
     pub fn queue_purge(&self, queue: Queue, timeout: crate::Timeout) -> Result<()> {
         let q = self.inner.check_queue(queue)?;
-        self.inner.gpu_wait(&q.gpu, timeout.deadline())?;
+        self.inner.gpu.gpu_wait(&q.gpu, timeout.deadline())?;
         q.outstanding.forget();
         q.drain();
         Ok(())

@@ -27,8 +27,8 @@
 //! progress engine cannot serve the ring itself: it sleeps in `epoll`,
 //! which a GPU store cannot interrupt (decision 0010).
 
+use super::Gpu;
 use super::QueueStream;
-use crate::context::Inner;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Rank, SegId};
 use crate::protocol::{check_notification, lookup_remote};
@@ -205,7 +205,7 @@ impl Drop for DeviceContext {
 
 const DESC: usize = std::mem::size_of::<SegmentDesc>();
 
-impl Inner {
+impl Gpu {
     pub(crate) fn device_context(
         self: &Arc<Self>,
         device: u32,
@@ -358,7 +358,7 @@ impl Inner {
     /// Carries out one ring request, checked like a host call.
     fn serve_request(&self, qs: &QueueStream, req: &Request) -> Result<()> {
         let rank = Rank(req.target_rank);
-        self.check_peer(rank)?;
+        self.base.check_peer(rank)?;
         let remote_seg = ring_seg(req.remote_segment)?;
         let tables = self.base.tables.load();
         let max = self.base.config.segment_max;
@@ -370,8 +370,8 @@ impl Inner {
         match req.op {
             RequestOp::WriteNotify => {
                 let local_seg = ring_seg(req.local_segment)?;
-                self.check_size(req.size)?;
-                self.check_seg_id(local_seg)?;
+                self.base.check_size(req.size)?;
+                self.base.check_seg_id(local_seg)?;
                 let local =
                     tables.local[local_seg.0 as usize]
                         .as_deref()
@@ -423,7 +423,7 @@ fn ring_seg(v: u32) -> Result<SegId> {
 }
 
 /// The ring server's loop (see the module docs).
-fn serve_ring(inner: &Inner, ring: RequestRing, stop: &AtomicBool, stats: &RingStats) {
+fn serve_ring(inner: &Gpu, ring: RequestRing, stop: &AtomicBool, stats: &RingStats) {
     let qs = QueueStream::default();
     let spin = inner.base.config.effective_spin();
     let mut last_work = Instant::now();

@@ -32,13 +32,14 @@ pub(crate) mod owner_copy;
 
 pub use device_context::{DeviceContext, DeviceContextOptions, RingActivity};
 
-use crate::context::Inner;
+use crate::base::Base;
 use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
 use crate::segments::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
 use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 
 /// The GPU side of one queue: its stream, whether work is in flight, and
@@ -116,11 +117,34 @@ impl QueueStream {
     }
 }
 
-impl Inner {
+/// The GPU path of a rank: the device its copies run on, and the copies
+/// that owners run for it and it runs for them (see [`owner_copy`]).
+#[derive(Debug)]
+pub(crate) struct Gpu {
+    pub base: Arc<Base>,
+    /// The device whose streams carry GPU copies. Shared with the
+    /// transports: a peer's GPU memory is opened, on first use, in the
+    /// context of the home device as it is then.
+    pub home: Arc<OnceLock<u32>>,
+    /// This rank's inbox and its lanes into peers' (see `owner_copy.rs`).
+    pub owner_copies: owner_copy::OwnerCopies,
+}
+
+impl Gpu {
+    /// The GPU path of the rank that `base` describes; nothing opened yet.
+    pub fn new(base: Arc<Base>) -> Gpu {
+        let size = base.size;
+        Gpu {
+            base,
+            home: Default::default(),
+            owner_copies: owner_copy::OwnerCopies::new(size),
+        }
+    }
+
     /// The device whose streams carry this rank's GPU copies.
     pub(crate) fn home_device(&self) -> u32 {
         *self
-            .gpu_home
+            .home
             .get_or_init(|| self.base.config.gpu_device.unwrap_or(0))
     }
 

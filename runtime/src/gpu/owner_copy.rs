@@ -35,7 +35,7 @@
 //! owner dies gets an error naming it from `wait` (the progress engine
 //! marks the rank), never a hang.
 
-use crate::context::Inner;
+use super::Gpu;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
 use crate::protocol::lookup_remote;
@@ -193,7 +193,7 @@ impl WriterLane {
     /// waits at most [`LANE_FULL_WAIT`] for the owner to take a request,
     /// then fails with `InboxFull`, having posted nothing: a stopped owner
     /// must not hold a writer (`write` has no timeout to keep).
-    fn post(&self, inner: &Inner, owner: Rank, mut e: Entry) -> Result<u32> {
+    fn post(&self, inner: &Gpu, owner: Rank, mut e: Entry) -> Result<u32> {
         let _g = self.post.lock().unwrap_or_else(|p| p.into_inner());
         let lane = self.lane();
         let head = lane.word(HEAD).load(Ordering::Relaxed);
@@ -228,7 +228,7 @@ impl WriterLane {
     /// Waits until the owner completed request `seq`, or fails naming it.
     fn wait_for(
         &self,
-        inner: &Inner,
+        inner: &Gpu,
         owner: Rank,
         queue: u32,
         seq: u32,
@@ -271,10 +271,10 @@ impl WriterLane {
     }
 }
 
-impl Inner {
+impl Gpu {
     /// The inbox descriptor to publish in this rank's GPU segments,
     /// creating the inbox and starting its server on the first call.
-    pub(crate) fn owner_inbox(self: &Arc<Inner>, home: u32) -> Result<MemoryDescriptor> {
+    pub(crate) fn owner_inbox(self: &Arc<Gpu>, home: u32) -> Result<MemoryDescriptor> {
         if let Some(s) = self.owner_copies.server.get() {
             return Ok(s.descriptor.clone());
         }
@@ -509,7 +509,7 @@ impl Inner {
 
 /// The inbox server's loop (see the module docs).
 fn serve_inbox(
-    inner: &Inner,
+    inner: &Gpu,
     memory: SharedMemory,
     registration: HostRegistration,
     home: u32,
@@ -596,7 +596,7 @@ fn serve_inbox(
 
 /// Runs one request on `stream`; the failure code on refusal.
 fn serve_entry(
-    inner: &Inner,
+    inner: &Gpu,
     writer: Rank,
     stream: &GpuStream,
     e: &Entry,

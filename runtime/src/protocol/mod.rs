@@ -72,7 +72,7 @@ impl Inner {
             return self.put_network(q, local, local_offset, to, size, notify);
         }
         if let Some(inbox) = self.owner_route(q, local, to) {
-            return self.owner_put(
+            return self.gpu.owner_put(
                 &q.gpu,
                 to.rank,
                 inbox,
@@ -90,7 +90,8 @@ impl Inner {
             n => (n, None),
         };
         if local.is_gpu() || r.capabilities().gpu || q.gpu.pending() {
-            self.gpu_put(&q.gpu, local, local_offset, r, to.offset, size, notify)?;
+            self.gpu
+                .gpu_put(&q.gpu, local, local_offset, r, to.offset, size, notify)?;
         } else {
             // SAFETY: local_offset + size was checked against the local
             // segment, which the caller's table snapshot keeps alive.
@@ -101,7 +102,9 @@ impl Inner {
             }
         }
         match after {
-            Some((id, value)) => self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value),
+            Some((id, value)) => self
+                .gpu
+                .owner_notify(&q.gpu, to.rank, None, to.seg, id, value),
             None => Ok(()),
         }
     }
@@ -215,17 +218,19 @@ impl Inner {
             return to.segment.notify(id, value, Via::queue(q.posted()));
         }
         if q.gpu.owner_pending_to(to.rank) {
-            self.owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
+            self.gpu
+                .owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
         } else if q.gpu.pending() {
-            self.gpu_notify(&q.gpu, to.segment, id, value)
+            self.gpu.gpu_notify(&q.gpu, to.segment, id, value)
         } else if to.segment.capabilities().words_in_gpu_memory {
             // No CPU store reaches the word: the owner's inbox thread or
             // this rank's queue stream writes it.
             match to.segment.owner_inbox() {
                 Some(inbox) if self.base.config.gpu_owner_copies && to.rank != self.base.rank => {
-                    self.owner_notify(&q.gpu, to.rank, Some(inbox), to.seg, id, value)
+                    self.gpu
+                        .owner_notify(&q.gpu, to.rank, Some(inbox), to.seg, id, value)
                 }
-                _ => self.gpu_notify(&q.gpu, to.segment, id, value),
+                _ => self.gpu.gpu_notify(&q.gpu, to.segment, id, value),
             }
         } else {
             to.segment.notify(id, value, Via::queue(q.posted()))
@@ -247,7 +252,7 @@ impl Inner {
             // The data lands after the call (copied in by the progress
             // engine, into GPU memory too): the transport keeps the local
             // segment alive until then.
-            let into = self.local_segment(local.id)?;
+            let into = self.base.local_segment(local.id)?;
             return r.post_get(
                 from.offset,
                 &into,
@@ -257,7 +262,7 @@ impl Inner {
             );
         }
         if let Some(inbox) = self.owner_route(q, local, from) {
-            return self.owner_get(
+            return self.gpu.owner_get(
                 &q.gpu,
                 from.rank,
                 inbox,
@@ -269,7 +274,9 @@ impl Inner {
             );
         }
         if local.is_gpu() || r.capabilities().gpu || q.gpu.pending() {
-            return self.gpu_get(&q.gpu, local, local_offset, r, from.offset, size);
+            return self
+                .gpu
+                .gpu_get(&q.gpu, local, local_offset, r, from.offset, size);
         }
         // SAFETY: local_offset + size was checked against the local segment.
         let dst = unsafe { local.data().add(local_offset as usize) };
