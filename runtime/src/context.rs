@@ -11,9 +11,9 @@ use crate::net::frame::Message;
 use crate::net::peers::{Peer, PeerEvents, Peers};
 use crate::net::rendezvous::{self, Endpoint};
 use crate::progress::ProgressEngine;
+use crate::protocol::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::queue::QueueState;
 use crate::segments::LocalSegment;
-use crate::transport::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::transport::tables::SegmentTables;
 use crate::transport::tcp::TcpTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct Inner {
     /// What every service of this rank reads (see `base.rs`).
     pub base: Arc<Base>,
-    pub queues: Vec<QueueState>,
+    /// The protocol layer: path choice, the queues.
+    pub protocol: crate::protocol::Protocol,
     pub groups: GroupTable,
     /// Reads posted through the TCP transport, awaiting their data.
     pub posted_reads: Arc<crate::transport::tcp::PostedReads>,
@@ -38,9 +39,6 @@ pub(crate) struct Inner {
     pub passive: crate::passive::Inbox,
     /// The GPU path: home device, queue streams' work, owner-run copies.
     pub gpu: Arc<crate::gpu::Gpu>,
-    /// Smallest same-host write copied with the target's help
-    /// (`Config::effective_copy_assist_min`; `u64::MAX`: none).
-    pub copy_assist_min: u64,
     /// What this rank's waiters do while they spin: help with copies
     /// posted to it (`transport/assisted_copy.rs`); `None` when off.
     pub copy_helper: Option<Arc<CopyHelper>>,
@@ -82,7 +80,7 @@ impl Inner {
 
     /// Wakes threads waiting on replies or on the system segment.
     pub fn wake_all(&self) {
-        for q in &self.queues {
+        for q in &self.protocol.queues {
             q.outstanding.wake();
         }
         self.base.system.notifications.signal();
@@ -388,25 +386,30 @@ impl Gaspi {
             transports,
             config,
         });
+        let gpu = Arc::new(crate::gpu::Gpu::new(base.clone()));
         let inner = Arc::new(Inner {
-            queues: (0..base.config.queue_max)
-                .map(|q| QueueState::new(q, size, q < base.config.queue_num))
-                .collect(),
             groups: GroupTable::new(base.config.group_max, size),
             posted_reads: tcp.posted_reads(),
             abandoned_atomics: Default::default(),
             passive: crate::passive::Inbox::default(),
-            copy_assist_min: copy_assist_min.unwrap_or(u64::MAX),
             copy_helper,
             waiter_progress,
             wait_work,
-            gpu: Arc::new(crate::gpu::Gpu::new(base.clone())),
+            protocol: crate::protocol::Protocol {
+                base: base.clone(),
+                gpu: gpu.clone(),
+                queues: (0..base.config.queue_max)
+                    .map(|q| QueueState::new(q, size, q < base.config.queue_num))
+                    .collect(),
+                copy_assist_min: copy_assist_min.unwrap_or(u64::MAX),
+            },
+            gpu,
             base,
             #[cfg(feature = "verbs")]
             verbs,
         });
         if let Some(helper) = &inner.copy_helper {
-            helper.bind(Arc::downgrade(&inner));
+            helper.bind(Arc::downgrade(&inner.base));
         }
         tcp.bind(Arc::downgrade(&inner.base.peers));
         inner
@@ -418,7 +421,12 @@ impl Gaspi {
         if let Some(v) = &inner.verbs {
             v.bind(
                 Arc::downgrade(&inner.base.peers),
-                inner.queues.iter().map(|q| q.outstanding.clone()).collect(),
+                inner
+                    .protocol
+                    .queues
+                    .iter()
+                    .map(|q| q.outstanding.clone())
+                    .collect(),
                 tcp_dyn.clone(),
             )?;
         }

@@ -13,9 +13,9 @@ use crate::context::Gaspi;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Queue, Rank, SegId};
 use crate::model::stats::Op;
-use crate::protocol::{check_notification, lookup_remote};
 use crate::segments::LocalSegment;
 use crate::transport::tables::Tables;
+use crate::transport::tables::{check_notification, lookup_remote};
 use crate::transport::RemoteEnd;
 use crate::transport::{RemoteSegment, Via};
 
@@ -232,8 +232,8 @@ impl Gaspi {
                     offset: r.remote_offset,
                 };
                 match dir {
-                    Dir::Write => inner.put_routed(q, seg, off, end, size, None)?,
-                    Dir::Read => inner.get_routed(q, seg, off, end, size)?,
+                    Dir::Write => inner.protocol.put_routed(q, seg, off, end, size, None)?,
+                    Dir::Read => inner.protocol.get_routed(q, seg, off, end, size)?,
                 }
                 bytes += size;
             }
@@ -245,7 +245,7 @@ impl Gaspi {
                     let seg = inner.base.local_segment(to.seg)?;
                     first_remote.post_read_notify(&seg, id, value, Via::queue(q.posted()))?;
                 }
-                Some((to, id, value)) => inner.notify_routed(q, to, id, value)?,
+                Some((to, id, value)) => inner.protocol.notify_routed(q, to, id, value)?,
                 None => {}
             }
             Ok::<u64, Error>(bytes)

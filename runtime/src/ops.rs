@@ -8,8 +8,9 @@ use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{Group, Memory, NotifyId, Queue, Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
 use crate::net::frame::Message;
-use crate::protocol::{check_notification, lookup_remote, PutRequest};
+use crate::protocol::PutRequest;
 use crate::segments::{LocalSegment, Segment};
+use crate::transport::tables::{check_notification, lookup_remote};
 use crate::transport::{RemoteEnd, RemoteSegment};
 use std::sync::Arc;
 
@@ -21,7 +22,8 @@ impl From<&Segment> for SegId {
 
 impl Inner {
     pub(crate) fn check_queue(&self, queue: Queue) -> Result<&crate::queue::QueueState> {
-        self.queues
+        self.protocol
+            .queues
             .get(queue.0 as usize)
             .filter(|q| q.created.load(std::sync::atomic::Ordering::Relaxed))
             .ok_or(Error::BadQueue {
@@ -518,7 +520,7 @@ impl Gaspi {
     /// everything else out of line.
     #[inline(always)]
     fn put(&self, req: PutRequest) -> Result<()> {
-        if self.inner.put_short(req) {
+        if self.inner.protocol.put_short(req) {
             return Ok(());
         }
         self.put_general(&req)
@@ -555,9 +557,13 @@ impl Gaspi {
                 offset: req.remote_offset,
             };
             let sent = match notify {
-                _ if size > 0 => inner.put_routed(q, local, req.local_offset, to, size, notify),
+                _ if size > 0 => {
+                    inner
+                        .protocol
+                        .put_routed(q, local, req.local_offset, to, size, notify)
+                }
                 // Size 0: no data; the notification alone, in order.
-                Some((id, value)) => inner.notify_routed(q, to, id, value),
+                Some((id, value)) => inner.protocol.notify_routed(q, to, id, value),
                 None => Ok(()),
             };
             if let Err(e) = sent {
@@ -608,7 +614,9 @@ impl Gaspi {
             // Size 0 (allowed, as in GPI-2): nothing to move.
             let got = match size {
                 0 => Ok(()),
-                _ => inner.get_routed(q, local, local_offset, from, size),
+                _ => inner
+                    .protocol
+                    .get_routed(q, local, local_offset, from, size),
             };
             if let Err(e) = got {
                 q.unreserve(1);
@@ -634,6 +642,7 @@ impl Gaspi {
     ) -> Result<()> {
         if self
             .inner
+            .protocol
             .notify_short(rank, remote_seg, notification, value, queue)
         {
             return Ok(());
@@ -671,7 +680,7 @@ impl Gaspi {
             segment: r,
             offset: 0,
         };
-        let sent = inner.notify_routed(q, to, notification.0, value);
+        let sent = inner.protocol.notify_routed(q, to, notification.0, value);
         if let Err(e) = sent {
             q.unreserve(1);
             return Err(e);
@@ -732,6 +741,7 @@ impl Gaspi {
     /// Number of queues in use.
     pub fn queue_num(&self) -> u32 {
         self.inner
+            .protocol
             .queues
             .iter()
             .filter(|q| q.created.load(std::sync::atomic::Ordering::Relaxed))

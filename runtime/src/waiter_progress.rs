@@ -344,14 +344,14 @@ impl WaiterProgress {
 /// the connections of TCP peers.
 #[derive(Debug)]
 pub(crate) struct WaitWork {
-    pub copy: Option<Arc<crate::transport::assisted_copy::CopyHelper>>,
+    pub copy: Option<Arc<crate::protocol::assisted_copy::CopyHelper>>,
     pub net: Option<Arc<WaiterProgress>>,
 }
 
 impl WaitWork {
     /// The work for this rank's notification areas, if there is any.
     pub fn new(
-        copy: Option<Arc<crate::transport::assisted_copy::CopyHelper>>,
+        copy: Option<Arc<crate::protocol::assisted_copy::CopyHelper>>,
         net: Option<Arc<WaiterProgress>>,
     ) -> Option<Arc<WaitWork>> {
         (copy.is_some() || net.is_some()).then(|| Arc::new(WaitWork { copy, net }))

@@ -46,7 +46,7 @@ use crate::model::ids::{Rank, SegId, Timeout};
 use crate::model::stats::{Counter, Op};
 use crate::net::connection::Urgency;
 use crate::net::frame::Message;
-use crate::protocol::lookup_remote;
+use crate::transport::tables::lookup_remote;
 use std::sync::Mutex;
 
 /// The most atomic requests kept for an identical call to adopt.

@@ -10,7 +10,7 @@ impl crate::Gaspi {
     /// `config.queue_max` queues in all.
     pub fn queue_create(&self) -> Result<Queue> {
         let inner = &self.inner;
-        for (i, q) in inner.queues.iter().enumerate() {
+        for (i, q) in inner.protocol.queues.iter().enumerate() {
             if q.created
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()

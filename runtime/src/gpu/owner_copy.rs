@@ -38,7 +38,7 @@
 use super::Gpu;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
-use crate::protocol::lookup_remote;
+use crate::transport::tables::lookup_remote;
 use gaspi_segments::gpu::{self, DevicePtr, GpuStream, HostRegistration};
 use gaspi_segments::{MemoryDescriptor, PeerMapping, SharedMemory};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -21,17 +21,35 @@
 //! [`lookup_remote`] and [`check_notification`] are the checks of a
 //! remote end that every path shares.
 
-use crate::context::Inner;
-use crate::model::bounds::{check_bounds, fits};
-use crate::model::error::{Error, Result, Side};
+pub(crate) mod assisted_copy;
+
+use crate::base::Base;
+use crate::gpu::Gpu;
+use crate::model::bounds::fits;
+use crate::model::error::Result;
 use crate::model::ids::{NotifyId, Queue, Rank, SegId};
 use crate::model::stats::{Counter, Op};
+use crate::queue::QueueState;
 use crate::segments::LocalSegment;
 use crate::transport::tables::{RemoteEntry, Tables};
 use crate::transport::{HostDirect, RemoteEnd, RemoteSegment, Via};
 use std::sync::Arc;
 
-impl Inner {
+/// The protocol layer of a rank: what it needs to choose a path and run
+/// it (the base, the GPU path, the queues a request is posted on, the
+/// smallest write copied with the target's help).
+#[derive(Debug)]
+pub(crate) struct Protocol {
+    pub base: Arc<Base>,
+    pub gpu: Arc<Gpu>,
+    /// The communication queues (`queue.rs`).
+    pub queues: Vec<QueueState>,
+    /// Smallest same-host write copied with the target's help
+    /// (`Config::effective_copy_assist_min`; `u64::MAX`: none).
+    pub copy_assist_min: u64,
+}
+
+impl Protocol {
     /// Moves checked data (then sets a notification) on the path its ends
     /// and the queue call for:
     /// - host memory into a same-host peer's GPU segment: the owner runs
@@ -45,7 +63,7 @@ impl Inner {
     /// - else a copy through the transport.
     pub(crate) fn put_routed(
         &self,
-        q: &crate::queue::QueueState,
+        q: &QueueState,
         local: &LocalSegment,
         local_offset: u64,
         to: RemoteEnd<'_>,
@@ -55,8 +73,15 @@ impl Inner {
         let r = to.segment;
         if let Some(direct) = host_direct(q, local, r) {
             if size >= self.copy_assist_min {
-                if let Some(done) = self.put_assisted(local, local_offset, to, direct, size, notify)
-                {
+                if let Some(done) = assisted_copy::put_assisted(
+                    &self.base,
+                    local,
+                    local_offset,
+                    to,
+                    direct,
+                    size,
+                    notify,
+                ) {
                     return done;
                 }
             }
@@ -117,7 +142,7 @@ impl Inner {
     /// could overtake.
     pub(crate) fn owner_route<'a>(
         &self,
-        q: &crate::queue::QueueState,
+        q: &QueueState,
         local: &LocalSegment,
         end: RemoteEnd<'a>,
     ) -> Option<&'a gaspi_segments::MemoryDescriptor> {
@@ -138,7 +163,7 @@ impl Inner {
     /// on the same queue need no order with it.
     fn put_network(
         &self,
-        q: &crate::queue::QueueState,
+        q: &QueueState,
         local: &LocalSegment,
         local_offset: u64,
         to: RemoteEnd<'_>,
@@ -203,7 +228,7 @@ impl Inner {
     /// queue has GPU work in flight, else with a store through the transport.
     pub(crate) fn notify_routed(
         &self,
-        q: &crate::queue::QueueState,
+        q: &QueueState,
         to: RemoteEnd<'_>,
         id: u32,
         value: u32,
@@ -241,7 +266,7 @@ impl Inner {
     /// `put_routed`); the data is in place when it returns.
     pub(crate) fn get_routed(
         &self,
-        q: &crate::queue::QueueState,
+        q: &QueueState,
         local: &LocalSegment,
         local_offset: u64,
         from: RemoteEnd<'_>,
@@ -300,7 +325,7 @@ pub(crate) struct PutRequest {
     pub queue: Queue,
 }
 
-impl Inner {
+impl Protocol {
     /// The short path of a request (UCX's "short" protocol): the target is
     /// host memory this process maps, and the queue has no GPU work in
     /// flight that the request must follow. Everything here is inlined
@@ -322,12 +347,7 @@ impl Inner {
         queue: Queue,
         rank: Rank,
         remote_seg: SegId,
-    ) -> Option<(
-        &crate::queue::QueueState,
-        &Tables,
-        &RemoteEntry,
-        HostDirect<'_>,
-    )> {
+    ) -> Option<(&QueueState, &Tables, &RemoteEntry, HostDirect<'_>)> {
         let q = self.queues.get(queue.0 as usize)?;
         if !q.created.load(std::sync::atomic::Ordering::Relaxed)
             || !q.gpu.idle()
@@ -440,7 +460,7 @@ impl Inner {
 /// and no GPU work of the queue in flight that a notification must follow.
 #[inline]
 fn host_direct<'a>(
-    q: &crate::queue::QueueState,
+    q: &QueueState,
     local: &LocalSegment,
     r: &'a dyn RemoteSegment,
 ) -> Option<crate::transport::HostDirect<'a>> {
@@ -448,45 +468,4 @@ fn host_direct<'a>(
         return None;
     }
     r.host_direct()
-}
-
-/// Looks up a remote segment in a table snapshot and checks a byte range.
-pub(crate) fn lookup_remote(
-    tables: &Tables,
-    rank: Rank,
-    seg: SegId,
-    offset: u64,
-    size: u64,
-    max: u32,
-) -> Result<&dyn RemoteSegment> {
-    if seg.0 as u32 >= max {
-        return Err(Error::SegmentIdOutOfRange { seg, max });
-    }
-    let r = tables.remote[rank.0 as usize][seg.0 as usize]
-        .as_ref()
-        .ok_or(Error::UnknownSegment { rank, seg })?;
-    check_bounds(Side::Remote, rank, seg, offset, size, r.size)?;
-    Ok(&**r)
-}
-
-pub(crate) fn check_notification(
-    r: &dyn RemoteSegment,
-    rank: Rank,
-    seg: SegId,
-    id: NotifyId,
-    value: u32,
-) -> Result<()> {
-    if id.0 >= r.notification_count() {
-        return Err(Error::NotifyIdOutOfRange {
-            rank,
-            seg,
-            id,
-            num: 1,
-            count: r.notification_count(),
-        });
-    }
-    if value == 0 {
-        return Err(Error::NotifyValueZero);
-    }
-    Ok(())
 }

@@ -32,7 +32,6 @@
 //! before it to the same rank, and a read's local notification is set
 //! after the data of every read posted before it to the same rank.
 
-pub(crate) mod assisted_copy;
 pub(crate) mod cuda_ipc;
 #[cfg(feature = "libfabric")]
 pub(crate) mod libfabric;

@@ -34,6 +34,9 @@
 //! what a transport's `attach` returned, with its capabilities read once.
 
 use super::{HostDirect, RemoteSegment};
+use crate::model::bounds::check_bounds;
+use crate::model::error::{Error, Result, Side};
+use crate::model::ids::{NotifyId, Rank, SegId};
 use crate::segments::LocalSegment;
 use gaspi_notify::NotificationArea;
 use std::cell::{Cell, UnsafeCell};
@@ -360,6 +363,47 @@ impl TablesMut<'_> {
     pub fn set_remote(&mut self, rank: usize, seg: usize, s: Option<Arc<dyn RemoteSegment>>) {
         Arc::make_mut(&mut self.0.remote[rank])[seg] = s.map(RemoteEntry::new);
     }
+}
+
+/// Looks up a remote segment in a table snapshot and checks a byte range.
+pub(crate) fn lookup_remote(
+    tables: &Tables,
+    rank: Rank,
+    seg: SegId,
+    offset: u64,
+    size: u64,
+    max: u32,
+) -> Result<&dyn RemoteSegment> {
+    if seg.0 as u32 >= max {
+        return Err(Error::SegmentIdOutOfRange { seg, max });
+    }
+    let r = tables.remote[rank.0 as usize][seg.0 as usize]
+        .as_ref()
+        .ok_or(Error::UnknownSegment { rank, seg })?;
+    check_bounds(Side::Remote, rank, seg, offset, size, r.size)?;
+    Ok(&**r)
+}
+
+pub(crate) fn check_notification(
+    r: &dyn RemoteSegment,
+    rank: Rank,
+    seg: SegId,
+    id: NotifyId,
+    value: u32,
+) -> Result<()> {
+    if id.0 >= r.notification_count() {
+        return Err(Error::NotifyIdOutOfRange {
+            rank,
+            seg,
+            id,
+            num: 1,
+            count: r.notification_count(),
+        });
+    }
+    if value == 0 {
+        return Err(Error::NotifyValueZero);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

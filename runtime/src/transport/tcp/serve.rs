@@ -254,7 +254,7 @@ pub(crate) fn fence_answered(inner: &Inner, token: u64) -> bool {
 }
 
 fn settle_local(inner: &Inner, owner: Rank, queue: Option<u32>, failure: Option<Error>) {
-    if let Some(q) = queue.and_then(|q| inner.queues.get(q as usize)) {
+    if let Some(q) = queue.and_then(|q| inner.protocol.queues.get(q as usize)) {
         q.outstanding.settle(owner, 1, failure);
     } else if let Some(e) = failure {
         tracing::warn!("{e}");
@@ -263,7 +263,7 @@ fn settle_local(inner: &Inner, owner: Rank, queue: Option<u32>, failure: Option<
 
 /// A peer's answer to `count` requests this rank posted on `queue`.
 pub(crate) fn settled(inner: &Inner, from: Rank, queue: u8, count: u32, failure: Option<String>) {
-    let Some(q) = inner.queues.get(queue as usize) else {
+    let Some(q) = inner.protocol.queues.get(queue as usize) else {
         tracing::warn!("{from} settled requests of a queue {queue} that does not exist");
         return;
     };

@@ -110,8 +110,7 @@
 //! has a core to itself; see `Config::effective_copy_assist_min`), for
 //! writes from shared-memory segments of at least that many bytes.
 
-use crate::base::SYSTEM_SEG;
-use crate::context::Inner;
+use crate::base::{Base, SYSTEM_SEG};
 use crate::model::bounds::fits;
 use crate::model::error::Result;
 use crate::segments::LocalSegment;
@@ -668,192 +667,183 @@ pub(crate) fn board_offset(config: &crate::Config, size: u32) -> usize {
 pub(crate) struct CopyHelper {
     /// The runtime, set once it exists (the system segment's area gets
     /// the helper before). Weak: areas live inside the runtime's tables.
-    inner: OnceLock<Weak<Inner>>,
+    base: OnceLock<Weak<Base>>,
     /// Ticket of the last job this rank could not help with (its source
     /// is not mapped here, say), so it is not looked up again and again.
     refused: AtomicU32,
 }
 
 impl CopyHelper {
-    /// Points the helper at the runtime it serves.
-    pub fn bind(&self, inner: Weak<Inner>) {
-        let _ = self.inner.set(inner);
+    /// Points the helper at the rank it serves.
+    pub fn bind(&self, base: Weak<Base>) {
+        let _ = self.base.set(base);
     }
 }
 
 impl gaspi_notify::SpinWork for CopyHelper {
     fn run(&self) -> bool {
-        match self.inner.get().and_then(Weak::upgrade) {
-            Some(inner) => inner.help_copy(&self.refused),
+        match self.base.get().and_then(Weak::upgrade) {
+            Some(base) => help_copy(&base, &self.refused),
             None => false,
         }
     }
 }
 
-impl Inner {
-    /// This rank's own copy board.
-    fn own_board(&self) -> &CopyBoard {
-        let at = board_offset(&self.base.config, self.base.size);
-        // SAFETY: the system segment's data is allocated with BOARD_BYTES
-        // after board_offset (context.rs), page-aligned plus a multiple of
-        // 64, and lives as long as `self`; peers touch it only through
-        // CopyBoard.
-        unsafe { CopyBoard::at(self.base.system.data().add(at)) }
-    }
-
-    /// Copies chunks of the job posted on this rank's board, if there is
-    /// one that this rank can help with; returns whether it copied any.
-    pub(crate) fn help_copy(&self, refused: &AtomicU32) -> bool {
-        let board = self.own_board();
-        let Some(open) = board.open_job() else {
-            return false;
-        };
-        if open.ticket() == refused.load(Ordering::Relaxed) {
-            return false;
-        }
-        let job = open.job;
-        let tables = self.base.tables.load();
-        // The writer's segment as mapped here, and our own destination:
-        // the very segments the writer names, and the ranges inside them.
-        let src = tables
-            .remote
-            .get(job.src_rank as usize)
-            .and_then(|t| t.get(job.src_seg as usize))
-            .and_then(Option::as_ref)
-            .filter(|r| r.segment().instance() == job.src_instance)
-            .filter(|r| fits(job.src_offset, job.len, r.size))
-            .and_then(|r| r.host());
-        let dst = tables
-            .local
-            .get(job.dst_seg as usize)
-            .and_then(Option::as_ref)
-            .filter(|l| l.descriptor.instance == job.dst_instance && !l.is_gpu())
-            .filter(|l| fits(job.dst_offset, job.len, l.size as u64));
-        let (Some(src), Some(dst)) = (src, dst) else {
-            refused.store(open.ticket(), Ordering::Relaxed);
-            return false;
-        };
-        // SAFETY: both ranges lie inside their segments (checked just
-        // above), which the table snapshot keeps mapped; they are distinct
-        // memfds, so they do not overlap. If the job changed since it was
-        // read, `help` takes no chunk and copies nothing.
-        let (from, to) = unsafe {
-            (
-                src.data.add(job.src_offset as usize) as *const u8,
-                dst.data().add(job.dst_offset as usize),
-            )
-        };
-        let mut bytes = 0;
-        let t = open.ticket();
-        let chunks = help(
-            board,
-            &open,
-            |at, len| {
-                // SAFETY: at + len <= job.len (chunk_range), within both
-                // ranges.
-                let stored = unsafe {
-                    copy_checked(from.add(at as usize), to.add(at as usize), len, || {
-                        board.is_live(t) && {
-                            test_stall();
-                            true
-                        }
-                    })
-                };
-                bytes += stored;
-                stored == len
-            },
-            |note| {
-                let Some((id, value)) = note else { return };
-                // The writer checked the id against this very area.
-                if let Err(e) = dst.notifications.set(id, value) {
-                    tracing::warn!(writer = job.src_rank, id, %e, "handed-over notification refused");
-                }
-                tracing::debug!(writer = job.src_rank, id, "set a handed-over notification");
-            },
-        );
-        if bytes == 0 {
-            return false;
-        }
-        self.base.stats.copied_for_peers(bytes);
-        tracing::trace!(writer = job.src_rank, chunks, bytes, "helped copy");
-        true
-    }
-
-    /// A put into a same-host host segment, copied with the target's help
-    /// when it can be (see the module documentation); `None` when not: the
-    /// caller then copies alone.
-    pub(crate) fn put_assisted(
-        &self,
-        local: &LocalSegment,
-        local_offset: u64,
-        to: RemoteEnd<'_>,
-        direct: HostDirect<'_>,
-        size: u64,
-        notify: Option<(u32, u32)>,
-    ) -> Option<Result<()>> {
-        if to.rank == self.base.rank || !local.is_shared_memory() || !local.known_by(to.rank) {
-            return None;
-        }
-        let tables = self.base.tables.load();
-        let system = tables
-            .remote
-            .get(to.rank.0 as usize)?
-            .get(SYSTEM_SEG)?
-            .as_ref()?
-            .host()?;
-        // SAFETY: the peer's system segment has its board at board_offset
-        // (same layout on every rank: group_max, allreduce_elem_max and
-        // size are the job's),
-        // mapped here as long as the snapshot `tables` holds the entry.
-        let board = unsafe {
-            CopyBoard::at(
-                system
-                    .data
-                    .add(board_offset(&self.base.config, self.base.size)),
-            )
-        };
-        let job = CopyJob {
-            src_rank: self.base.rank.0,
-            src_seg: local.id.0,
-            src_instance: local.descriptor.instance,
-            src_offset: local_offset,
-            dst_seg: to.seg.0,
-            dst_instance: to.segment.instance(),
-            dst_offset: to.offset,
-            len: size,
-            chunk: CHUNK,
-        };
-        let posted = board.post(self.base.rank.0, &job)?;
-        // SAFETY: the caller checked both ranges against their segments,
-        // which its table snapshot keeps mapped; distinct memfds.
-        let (from, dst) = unsafe {
-            (
-                local.data().add(local_offset as usize) as *const u8,
-                direct.data.add(to.offset as usize),
-            )
-        };
-        let finished = posted.finish(
-            // SAFETY: at + len <= size, within both checked ranges.
-            |at, len| unsafe {
-                std::ptr::copy(from.add(at as usize), dst.add(at as usize), len as usize)
-            },
-            notify,
-            TAKEBACK,
-            || self.base.peers.peer_ok(to.rank),
-        );
-        Some(finished.and_then(|f| {
-            match (f, notify) {
-                (Finished::Complete, Some((id, value))) => direct
-                    .notifications
-                    .set(id, value)
-                    .map_err(crate::model::error::notify_error),
-                // Set by the target's last late helper (see `take_back`).
-                (Finished::HandedOver, _) | (_, None) => Ok(()),
-            }
-        }))
-    }
+/// This rank's own copy board.
+fn own_board(base: &Base) -> &CopyBoard {
+    let at = board_offset(&base.config, base.size);
+    // SAFETY: the system segment's data is allocated with BOARD_BYTES
+    // after board_offset (context.rs), page-aligned plus a multiple of
+    // 64, and lives as long as `base`; peers touch it only through
+    // CopyBoard.
+    unsafe { CopyBoard::at(base.system.data().add(at)) }
 }
 
+/// Copies chunks of the job posted on this rank's board, if there is
+/// one that this rank can help with; returns whether it copied any.
+pub(crate) fn help_copy(base: &Base, refused: &AtomicU32) -> bool {
+    let board = own_board(base);
+    let Some(open) = board.open_job() else {
+        return false;
+    };
+    if open.ticket() == refused.load(Ordering::Relaxed) {
+        return false;
+    }
+    let job = open.job;
+    let tables = base.tables.load();
+    // The writer's segment as mapped here, and our own destination:
+    // the very segments the writer names, and the ranges inside them.
+    let src = tables
+        .remote
+        .get(job.src_rank as usize)
+        .and_then(|t| t.get(job.src_seg as usize))
+        .and_then(Option::as_ref)
+        .filter(|r| r.segment().instance() == job.src_instance)
+        .filter(|r| fits(job.src_offset, job.len, r.size))
+        .and_then(|r| r.host());
+    let dst = tables
+        .local
+        .get(job.dst_seg as usize)
+        .and_then(Option::as_ref)
+        .filter(|l| l.descriptor.instance == job.dst_instance && !l.is_gpu())
+        .filter(|l| fits(job.dst_offset, job.len, l.size as u64));
+    let (Some(src), Some(dst)) = (src, dst) else {
+        refused.store(open.ticket(), Ordering::Relaxed);
+        return false;
+    };
+    // SAFETY: both ranges lie inside their segments (checked just
+    // above), which the table snapshot keeps mapped; they are distinct
+    // memfds, so they do not overlap. If the job changed since it was
+    // read, `help` takes no chunk and copies nothing.
+    let (from, to) = unsafe {
+        (
+            src.data.add(job.src_offset as usize) as *const u8,
+            dst.data().add(job.dst_offset as usize),
+        )
+    };
+    let mut bytes = 0;
+    let t = open.ticket();
+    let chunks = help(
+        board,
+        &open,
+        |at, len| {
+            // SAFETY: at + len <= job.len (chunk_range), within both
+            // ranges.
+            let stored = unsafe {
+                copy_checked(from.add(at as usize), to.add(at as usize), len, || {
+                    board.is_live(t) && {
+                        test_stall();
+                        true
+                    }
+                })
+            };
+            bytes += stored;
+            stored == len
+        },
+        |note| {
+            let Some((id, value)) = note else { return };
+            // The writer checked the id against this very area.
+            if let Err(e) = dst.notifications.set(id, value) {
+                tracing::warn!(writer = job.src_rank, id, %e, "handed-over notification refused");
+            }
+            tracing::debug!(writer = job.src_rank, id, "set a handed-over notification");
+        },
+    );
+    if bytes == 0 {
+        return false;
+    }
+    base.stats.copied_for_peers(bytes);
+    tracing::trace!(writer = job.src_rank, chunks, bytes, "helped copy");
+    true
+}
+
+/// A put into a same-host host segment, copied with the target's help
+/// when it can be (see the module documentation); `None` when not: the
+/// caller then copies alone.
+pub(crate) fn put_assisted(
+    base: &Base,
+    local: &LocalSegment,
+    local_offset: u64,
+    to: RemoteEnd<'_>,
+    direct: HostDirect<'_>,
+    size: u64,
+    notify: Option<(u32, u32)>,
+) -> Option<Result<()>> {
+    if to.rank == base.rank || !local.is_shared_memory() || !local.known_by(to.rank) {
+        return None;
+    }
+    let tables = base.tables.load();
+    let system = tables
+        .remote
+        .get(to.rank.0 as usize)?
+        .get(SYSTEM_SEG)?
+        .as_ref()?
+        .host()?;
+    // SAFETY: the peer's system segment has its board at board_offset
+    // (same layout on every rank: group_max, allreduce_elem_max and
+    // size are the job's),
+    // mapped here as long as the snapshot `tables` holds the entry.
+    let board = unsafe { CopyBoard::at(system.data.add(board_offset(&base.config, base.size))) };
+    let job = CopyJob {
+        src_rank: base.rank.0,
+        src_seg: local.id.0,
+        src_instance: local.descriptor.instance,
+        src_offset: local_offset,
+        dst_seg: to.seg.0,
+        dst_instance: to.segment.instance(),
+        dst_offset: to.offset,
+        len: size,
+        chunk: CHUNK,
+    };
+    let posted = board.post(base.rank.0, &job)?;
+    // SAFETY: the caller checked both ranges against their segments,
+    // which its table snapshot keeps mapped; distinct memfds.
+    let (from, dst) = unsafe {
+        (
+            local.data().add(local_offset as usize) as *const u8,
+            direct.data.add(to.offset as usize),
+        )
+    };
+    let finished = posted.finish(
+        // SAFETY: at + len <= size, within both checked ranges.
+        |at, len| unsafe {
+            std::ptr::copy(from.add(at as usize), dst.add(at as usize), len as usize)
+        },
+        notify,
+        TAKEBACK,
+        || base.peers.peer_ok(to.rank),
+    );
+    Some(finished.and_then(|f| {
+        match (f, notify) {
+            (Finished::Complete, Some((id, value))) => direct
+                .notifications
+                .set(id, value)
+                .map_err(crate::model::error::notify_error),
+            // Set by the target's last late helper (see `take_back`).
+            (Finished::HandedOver, _) | (_, None) => Ok(()),
+        }
+    }))
+}
 #[cfg(test)]
 mod tests {
     use super::*;
