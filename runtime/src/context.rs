@@ -34,7 +34,7 @@ pub(crate) struct Inner {
     pub posted_reads: Arc<crate::transport::tcp::PostedReads>,
     /// Atomic requests whose call returned `Timeout`, for an identical
     /// call to adopt (`atomics.rs`, decision 0029).
-    pub abandoned_atomics: crate::gaspi::atomics::AbandonedAtomics,
+    pub abandoned_atomics: crate::atomics::AbandonedAtomics,
     /// Passive messages received, not yet taken (see `passive.rs`).
     pub passive: crate::passive::Inbox,
     /// The GPU path: home device, queue streams' work, owner-run copies.
@@ -131,6 +131,40 @@ impl Inner {
         self.base
             .tables
             .update(|t| t.set_remote(owner.0 as usize, seg, None));
+    }
+}
+
+/// The TCP transport's target side reads the rank through this
+/// (`transport/tcp/serve.rs`).
+impl crate::transport::tcp::serve::TcpHost for Inner {
+    #[inline]
+    fn rank(&self) -> Rank {
+        self.base.rank
+    }
+
+    #[inline]
+    fn peers(&self) -> &Peers {
+        &self.base.peers
+    }
+
+    #[inline]
+    fn tables(&self) -> &SegmentTables {
+        &self.base.tables
+    }
+
+    #[inline]
+    fn posted_reads(&self) -> &crate::transport::tcp::PostedReads {
+        &self.posted_reads
+    }
+
+    #[inline]
+    fn outstanding(&self, queue: usize) -> Option<&crate::transport::outstanding::Outstanding> {
+        self.protocol.queues.get(queue).map(|q| &*q.outstanding)
+    }
+
+    #[inline]
+    fn owed_answers(&self) {
+        self.waiter_progress.owed_answers(&self.base.peers);
     }
 }
 
@@ -416,7 +450,9 @@ impl Gaspi {
             .base
             .peers
             .set_events(Box::new(InnerEvents(Arc::downgrade(&inner))));
-        inner.waiter_progress.bind(Arc::downgrade(&inner));
+        inner
+            .waiter_progress
+            .bind(Arc::downgrade(&inner) as std::sync::Weak<dyn crate::waiter_progress::WaiterHost>);
         #[cfg(feature = "verbs")]
         if let Some(v) = &inner.verbs {
             v.bind(

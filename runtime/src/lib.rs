@@ -39,6 +39,7 @@
 //! # Ok::<(), gaspi::Error>(())
 //! ```
 
+mod atomics;
 mod base;
 mod collectives;
 mod context;

@@ -17,15 +17,17 @@
 //! few seconds. Connections this rank's own threads make reach the engine
 //! through `Inner::made_connections` and its waker.
 
-use crate::context::Inner;
+use crate::base::Base;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
 use crate::net::connection::{ControlOut, Urgency};
-use crate::net::frame::{Frame, Message, PutHead};
+use crate::net::frame::Message;
 use crate::net::handshake::Pending;
 use crate::net::handshake::{Step, HANDSHAKE_TIMEOUT};
-use crate::net::reader::{self, read_available, FrameHandler, Reader};
-use crate::transport::tcp::serve::{self as tcp, SettlesOut};
+use crate::net::reader::{read_available, FrameHandler, Reader};
+use crate::transport::tcp::serve as tcp;
+use crate::transport::tcp::serve::Connection;
+use crate::waiter_progress::WaiterProgress;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::Write;
@@ -67,18 +69,27 @@ pub(crate) struct ProgressEngine {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The reading side of one control connection (`net/reader.rs`), whose
-/// large writes are read straight into their segments by the TCP
-/// transport.
-pub(crate) type Connection = reader::Connection<tcp::DirectPut>;
+/// What the engine reads connections for and reports to: the rank's
+/// context as the front implements it (`context.rs`). A type parameter,
+/// so the frames of a read reach their handler with no indirect call.
+pub(crate) trait EngineHost:
+    FrameHandler<Direct = tcp::DirectPut, Answers = tcp::Settles> + Send + Sync + 'static
+{
+    /// What every service reads (peers, configuration, transports).
+    fn base(&self) -> &Base;
+    /// The connections that waiting threads read too.
+    fn waiter_progress(&self) -> &WaiterProgress;
+    /// Sends the answers waiters left owed to peers, if any.
+    fn send_owed_answers(&self);
+}
 
 /// Everything the engine thread owns.
-struct Engine {
+struct Engine<H> {
     poll: Poll,
     conns: Vec<Option<Arc<Connection>>>,
     listener: Option<TcpListener>,
     pending: Vec<Option<Pending>>,
-    inner: Arc<Inner>,
+    inner: Arc<H>,
     stop: Arc<AtomicBool>,
     /// Connections whose socket reported bytes while a waiter was reading
     /// them (`waiter_progress.rs`): tried again at once, since the
@@ -106,8 +117,8 @@ struct Engine {
 impl ProgressEngine {
     /// Starts the thread over the control connections made at start-up and
     /// this rank's control listener.
-    pub fn start(
-        inner: Arc<Inner>,
+    pub fn start<H: EngineHost>(
+        inner: Arc<H>,
         readers: Vec<(Rank, Arc<TcpStream>)>,
         listener: TcpListener,
     ) -> Result<ProgressEngine> {
@@ -126,7 +137,7 @@ impl ProgressEngine {
                 Interest::READABLE,
             )
             .map_err(|e| Error::io("registering the control listener", e))?;
-        let _ = inner.base.peers.engine_waker.set(waker.clone());
+        let _ = inner.base().peers.engine_waker.set(waker.clone());
         let stop = Arc::new(AtomicBool::new(false));
         let mut engine = Engine {
             poll,
@@ -138,7 +149,7 @@ impl ProgressEngine {
             busy: Vec::new(),
             retry: Vec::new(),
             terminating: Vec::new(),
-            liveness: crate::net::connection::Liveness::new(inner.base.config.peer_timeout),
+            liveness: crate::net::connection::Liveness::new(inner.base().config.peer_timeout),
             next_beat: Instant::now(),
             listener_ready: false,
             strangers: crate::net::log_tally::Tally::new(
@@ -149,7 +160,7 @@ impl ProgressEngine {
             engine.add(rank, s)?;
         }
         let thread = std::thread::Builder::new()
-            .name(format!("gaspi-progress-{}", inner.base.rank.0))
+            .name(format!("gaspi-progress-{}", inner.base().rank.0))
             .spawn(move || {
                 crate::net::peers::this_is_the_engine_thread();
                 engine.run()
@@ -178,7 +189,7 @@ impl Drop for ProgressEngine {
     }
 }
 
-impl Engine {
+impl<H: EngineHost> Engine<H> {
     /// Starts reading a control connection to `rank`.
     fn add(&mut self, rank: Rank, stream: Arc<TcpStream>) -> Result<()> {
         stream
@@ -196,8 +207,8 @@ impl Engine {
         let conn = Arc::new(Connection::new(rank, stream));
         // A peer reached over TCP: its requests and answers are what this
         // rank's waiters wait for, so they may read it too.
-        if self.inner.base.transport_name(rank) == "tcp" {
-            self.inner.waiter_progress.watch(&conn);
+        if self.inner.base().transport_name(rank) == "tcp" {
+            self.inner.waiter_progress().watch(&conn);
         }
         self.conns.push(Some(conn));
         Ok(())
@@ -209,7 +220,7 @@ impl Engine {
         // blocking: the next request of a conversation (a ping-pong, a
         // stream of writes) then costs no wake-up. Only where the host has
         // a core for it beside the application's threads.
-        let spin = if self.inner.base.config.local_threads_fit_cores(2) {
+        let spin = if self.inner.base().config.local_threads_fit_cores(2) {
             ENGINE_SPIN
         } else {
             Duration::ZERO
@@ -221,7 +232,7 @@ impl Engine {
                 return;
             }
             self.beat();
-            let waiters = &self.inner.waiter_progress;
+            let waiters = &self.inner.waiter_progress();
             // While waiters read the TCP peers' sockets themselves, do not
             // sit in `epoll`: every packet would wake this thread (on a
             // busy host, in the middle of a waiter's time slice) to find
@@ -289,9 +300,9 @@ impl Engine {
                         self.take_made_connections();
                         self.reap_ended();
                         self.take_relayed_ends();
-                        if let Some(asked) = self.inner.base.peers.sweeps.asked() {
+                        if let Some(asked) = self.inner.base().peers.sweeps.asked() {
                             self.sweep();
-                            self.inner.base.peers.sweeps.done(asked);
+                            self.inner.base().peers.sweeps.done(asked);
                         }
                     }
                     LISTENER => self.accept(),
@@ -327,10 +338,10 @@ impl Engine {
         };
         for conn in self.conns.iter().flatten() {
             let r = conn.rank;
-            if !inner.base.peers.peer_healthy(r) {
+            if !inner.base().peers.peer_healthy(r) {
                 continue;
             }
-            match inner.base.peers[r].control.get() {
+            match inner.base().peers[r].control.get() {
                 Some(out) if out.is(&conn.stream) => {
                     let quiet = out
                         .since_last_sent()
@@ -338,7 +349,7 @@ impl Engine {
                     if quiet && !out.has_queued() {
                         let _ =
                             inner
-                                .base
+                                .base()
                                 .peers
                                 .send_frame_by(r, &frame, Urgency::Now, "heartbeat");
                     }
@@ -359,7 +370,7 @@ impl Engine {
             // Room again after a write found the socket full: send what
             // the outbox holds (`net/connection.rs`). A failure shows on the
             // reading side too, which decides what it means.
-            if let Some(out) = inner.base.peers[conn.rank].control.get() {
+            if let Some(out) = inner.base().peers[conn.rank].control.get() {
                 let _ = out.flush();
             }
         }
@@ -383,7 +394,7 @@ impl Engine {
         let Some(conn) = self.conns.get_mut(i).and_then(Option::take) else {
             return;
         };
-        self.inner.waiter_progress.unwatch(&conn);
+        self.inner.waiter_progress().unwatch(&conn);
         let _ = self
             .poll
             .registry()
@@ -428,14 +439,14 @@ impl Engine {
         } else {
             RankState::Corrupt
         };
-        self.inner.base.peers.mark_gone(conn.rank, state);
+        self.inner.base().peers.mark_gone(conn.rank, state);
     }
 
     /// Takes the orderly ends other ranks reported of ranks not connected
     /// here when the news came; decided with those `close` left waiting.
     fn take_relayed_ends(&mut self) {
-        for rank in take_all(&self.inner.base.peers.relayed_ends) {
-            if self.inner.base.peers[rank].control.get().is_some() {
+        for rank in take_all(&self.inner.base().peers.relayed_ends) {
+            if self.inner.base().peers[rank].control.get().is_some() {
                 tracing::debug!("{rank}: reported terminated; its own connection will say");
             } else if !self.terminating.contains(&rank) {
                 self.terminating.push(rank);
@@ -454,7 +465,10 @@ impl Engine {
         self.decide_deaths_first(usize::MAX);
         for rank in std::mem::take(&mut self.terminating) {
             if !self.conns.iter().flatten().any(|c| c.rank == rank) {
-                self.inner.base.peers.mark_gone(rank, RankState::Terminated);
+                self.inner
+                    .base()
+                    .peers
+                    .mark_gone(rank, RankState::Terminated);
             }
         }
     }
@@ -516,7 +530,7 @@ impl Engine {
 
     /// Registers the connections this rank's threads made.
     fn take_made_connections(&mut self) {
-        for (rank, stream) in take_all(&self.inner.base.peers.made_connections) {
+        for (rank, stream) in take_all(&self.inner.base().peers.made_connections) {
             if let Err(e) = self.add(rank, stream) {
                 tracing::warn!("cannot read the connection to {rank}: {e}");
             }
@@ -699,7 +713,7 @@ impl Engine {
             return;
         };
         let inner = &*self.inner;
-        let key = &inner.base.config.launch.job_key;
+        let key = &inner.base().config.launch.job_key;
         let (stream, (from, to)) =
             match p.finish::<(u32, u32)>(&body, key, crate::net::rendezvous::MESH_PURPOSE) {
                 Ok(v) => v,
@@ -708,7 +722,7 @@ impl Engine {
                     return;
                 }
             };
-        if to != inner.base.rank.0 || from >= inner.base.size || from == inner.base.rank.0 {
+        if to != inner.base().rank.0 || from >= inner.base().size || from == inner.base().rank.0 {
             self.strangers.warn(format_args!(
                 "control listener: a connection for {from} -> {to} is not for this rank; dropped"
             ));
@@ -716,17 +730,17 @@ impl Engine {
         }
         let rank = Rank(from);
         if let Err(e) =
-            crate::net::connection::watch_liveness(&stream, inner.base.config.peer_timeout)
+            crate::net::connection::watch_liveness(&stream, inner.base().config.peer_timeout)
         {
             tracing::warn!("{e}");
         }
         let stream = Arc::new(stream);
         // The first connection between the two carries this rank's frames
         // too; a later one (both connected at once) only the peer's.
-        if inner.base.peers[Rank(from)].control.get().is_none() {
+        if inner.base().peers[Rank(from)].control.get().is_none() {
             match ControlOut::new(stream.clone()) {
                 Ok(out) => {
-                    let _ = inner.base.peers[Rank(from)].control.set(out);
+                    let _ = inner.base().peers[Rank(from)].control.set(out);
                 }
                 Err(e) => tracing::warn!("{e}"),
             }
@@ -744,7 +758,7 @@ impl Engine {
             return;
         };
         for conn in self.conns.iter().flatten() {
-            let sends_here = self.inner.base.peers[conn.rank]
+            let sends_here = self.inner.base().peers[conn.rank]
                 .control
                 .get()
                 .is_some_and(|c| c.is(&conn.stream));
@@ -758,189 +772,4 @@ impl Engine {
 /// Everything `list` holds, taken (what other threads left for the engine).
 fn take_all<T>(list: &Mutex<Vec<T>>) -> Vec<T> {
     std::mem::take(&mut *list.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// The engine and the waiters read connections for this rank's context:
-/// control frames are handled here ([`handle`]), the TCP transport's
-/// requests and answers by `transport/tcp/serve.rs`.
-impl FrameHandler for Inner {
-    type Direct = tcp::DirectPut;
-    type Answers = tcp::Settles;
-
-    #[inline]
-    fn frame(
-        &self,
-        from: Rank,
-        frame: Frame<'_>,
-        said_goodbye: &mut bool,
-        settles: &mut tcp::Settles,
-    ) {
-        match frame {
-            Frame::Put(put) => tcp::put(self, from, &put, settles),
-            Frame::Msg(m) => handle(from, said_goodbye, m, self, settles),
-        }
-    }
-
-    #[inline]
-    fn start_direct(&self, head: PutHead, have: &[u8]) -> Option<tcp::DirectPut> {
-        tcp::DirectPut::start(self, head, have)
-    }
-
-    #[inline]
-    fn finish_direct(&self, from: Rank, direct: tcp::DirectPut, settles: &mut tcp::Settles) {
-        direct.finish(self, from, settles)
-    }
-
-    #[inline]
-    fn answer(&self, from: Rank, mut settles: tcp::Settles, reader: Reader) {
-        match reader {
-            Reader::Engine => settles.flush(self, from),
-            Reader::Waiter => settles.stash(self, from),
-        }
-    }
-}
-
-fn handle(
-    from: Rank,
-    said_goodbye: &mut bool,
-    msg: Message,
-    inner: &Inner,
-    settles: &mut tcp::Settles,
-) {
-    match msg {
-        Message::Register { token, seg, desc } => {
-            let result = inner
-                .attach(from, seg as usize, &desc)
-                .map_err(|e| e.to_string());
-            if let Err(e) = &result {
-                tracing::warn!("could not map {} of {from}: {e}", crate::SegId(seg));
-            }
-            let _ = inner
-                .base
-                .peers
-                .send(from, &Message::Reply { token, result });
-        }
-        Message::Unregister { token, seg } => {
-            inner.detach(from, seg as usize);
-            let _ = inner.base.peers.send(
-                from,
-                &Message::Reply {
-                    token,
-                    result: Ok(()),
-                },
-            );
-        }
-        Message::Reply { token, result } => {
-            if !tcp::fence_answered(inner, token) {
-                inner.base.peers.complete(token, result.map(|()| 0))
-            }
-        }
-        Message::Put {
-            queue,
-            seg,
-            offset,
-            data,
-            notify,
-        } => {
-            let put = crate::net::frame::PutRef {
-                queue,
-                seg,
-                offset,
-                data: &data,
-                notify,
-            };
-            tcp::put(inner, from, &put, settles)
-        }
-        Message::Notify {
-            queue,
-            seg,
-            id,
-            value,
-        } => tcp::notify(inner, from, queue, seg, id, value, settles),
-        Message::Get {
-            token,
-            seg,
-            offset,
-            len,
-        } => tcp::get(inner, from, token, seg, offset, len),
-        Message::Data { token, result } => tcp::data(inner, from, token, result),
-        Message::Fence { token } => tcp::fence(inner, from, token),
-        Message::Settled {
-            queue,
-            count,
-            failure,
-        } => tcp::settled(inner, from, queue, count, failure),
-        Message::ValueReply { token, result } => inner.base.peers.complete(token, result),
-        Message::Atomic {
-            token,
-            seg,
-            offset,
-            op,
-        } => {
-            let result = inner
-                .owner_atomic(crate::SegId(seg), offset, op)
-                .map_err(|e| e.to_string());
-            let _ = inner
-                .base
-                .peers
-                .send(from, &Message::ValueReply { token, result });
-        }
-        Message::Ping { token } => {
-            let _ = inner.base.peers.send(
-                from,
-                &Message::Reply {
-                    token,
-                    result: Ok(()),
-                },
-            );
-        }
-        Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
-        Message::Passive { data } => inner.passive.push(from, data),
-        Message::Goodbye => *said_goodbye = true,
-        // A rank that ended in order, reported by a third: a rank connected
-        // to it learns it from its own connection, after everything the
-        // rank sent it (a signal still in flight must not be overtaken by
-        // the news); the others take the news.
-        Message::PeerGone {
-            rank,
-            terminated: true,
-        } if rank < inner.base.size
-            && rank != inner.base.rank.0
-            && inner.base.peers[Rank(rank)].control.get().is_some() =>
-        {
-            tracing::debug!("{from} reports rank {rank} terminated; its own connection will say");
-        }
-        // An orderly end of a rank not connected here (yet): it may have
-        // connected a moment ago, its connection still in its handshake at
-        // the engine with frames it sent before its end. The engine
-        // decides once no handshake is pending.
-        Message::PeerGone {
-            rank,
-            terminated: true,
-        } if rank < inner.base.size && rank != inner.base.rank.0 => {
-            tracing::debug!("{from} reports rank {rank} terminated; the engine decides");
-            inner
-                .base
-                .peers
-                .relayed_ends
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Rank(rank));
-            inner.base.peers.wake_engine();
-        }
-        Message::PeerGone { rank, .. } if rank < inner.base.size && rank != inner.base.rank.0 => {
-            tracing::debug!("{from} reports rank {rank} dead");
-            inner.base.peers.mark_gone(Rank(rank), RankState::Corrupt);
-        }
-        Message::PeerGone { rank, .. } => {
-            tracing::warn!("{from} reports an impossible rank {rank} gone; ignored")
-        }
-        Message::Heartbeat => {}
-        Message::Kill => {
-            tracing::warn!("killed by {from} (proc_kill)");
-            // SAFETY: raising SIGKILL on ourselves has no memory-safety
-            // implications; the process ends at once, as proc_kill promises.
-            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-        }
-    }
 }

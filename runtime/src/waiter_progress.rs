@@ -34,9 +34,10 @@
 //! polls, the engine does not spin after work (`progress.rs`): two threads
 //! spinning for the same socket would only take each other's core.
 
-use crate::context::Inner;
-use crate::net::reader::{read_available, Reader};
-use crate::progress::Connection;
+use crate::net::peers::Peers;
+use crate::net::reader::ReadState;
+use crate::transport::tcp::serve::Connection;
+use crate::transport::tcp::serve::DirectPut;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -55,6 +56,19 @@ thread_local! {
 }
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+/// What waiting threads read connections for: the rank's context as the
+/// front implements it (`context.rs`). One indirect call per connection
+/// read, none per frame: the read itself is monomorphic behind it.
+pub(crate) trait WaiterHost: Send + Sync {
+    /// The other ranks.
+    fn peers(&self) -> &Peers;
+    /// Sends the answers waiters left owed to peers, if any.
+    fn send_owed_answers(&self);
+    /// Reads `conn` until it would block, handling its frames as a waiting
+    /// thread does; true when the connection ended.
+    fn read_as_waiter(&self, conn: &Connection, state: &mut ReadState<DirectPut>) -> bool;
+}
+
 /// The connections waiters may read, and the `epoll` set that says which
 /// of them have bytes.
 #[derive(Debug)]
@@ -70,7 +84,7 @@ pub(crate) struct WaiterProgress {
     /// does not spin while waiters poll).
     last_poll: AtomicU64,
     epoch: std::time::Instant,
-    inner: OnceLock<Weak<Inner>>,
+    inner: OnceLock<Weak<dyn WaiterHost>>,
     /// The engine blocks in `epoll` (answers left owed must wake it).
     engine_asleep: AtomicBool,
     /// Some peer's `SettleStash` holds answers.
@@ -107,7 +121,7 @@ impl Default for WaiterProgress {
 
 impl WaiterProgress {
     /// Gives the waiters the rank's state, through which frames are handled.
-    pub fn bind(&self, inner: Weak<Inner>) {
+    pub fn bind(&self, inner: Weak<dyn WaiterHost>) {
         let _ = self.inner.set(inner);
     }
 
@@ -180,12 +194,12 @@ impl WaiterProgress {
     /// A waiter left answers owed to a peer (in its `SettleStash`): the
     /// engine sends them if nobody else does first, woken for it if it
     /// sleeps.
-    pub fn owed_answers(&self, inner: &Inner) {
+    pub fn owed_answers(&self, peers: &Peers) {
         // SeqCst on both sides (here and in `engine_sleeps`): either the
         // engine sees `owed` before it sleeps, or we see it asleep.
         self.owed.store(true, Ordering::SeqCst);
         if self.engine_asleep.load(Ordering::SeqCst) {
-            inner.base.peers.wake_engine();
+            peers.wake_engine();
         }
     }
 
@@ -260,7 +274,7 @@ impl WaiterProgress {
             // A frame the socket did not take whole: write the rest now
             // rather than when the engine next looks (it naps meanwhile).
             for conn in conns.iter().flatten() {
-                if let Some(out) = inner.base.peers[conn.rank].control.get() {
+                if let Some(out) = inner.peers()[conn.rank].control.get() {
                     if out.has_queued() {
                         let _ = out.flush();
                     }
@@ -295,13 +309,13 @@ impl WaiterProgress {
                 continue;
             }
             let before = state.read;
-            let ended = read_available(&conn, &mut state, &*inner, Reader::Waiter);
+            let ended = inner.read_as_waiter(&conn, &mut state);
             worked |= ended || state.read != before;
             if ended {
                 state.ended = true;
                 drop(state);
                 self.unwatch(&conn);
-                inner.base.peers.wake_engine();
+                inner.peers().wake_engine();
             }
         }
         worked

@@ -34,7 +34,7 @@
 //! repeated still takes effect; its old value is lost. Each abandoned
 //! request is adopted by one call only, so threads that repeat the same
 //! operation still apply it once per successful call between them. At most
-//! [`MAX_ABANDONED`] requests are kept; beyond that the oldest is dropped
+//! [`MAX_ABANDONED`](crate::atomics::MAX_ABANDONED) requests are kept; beyond that the oldest is dropped
 //! (it still takes effect, and an identical call sends anew). A target
 //! found dead ends every call that adopts one of its requests with
 //! `PeerDead`.
@@ -47,36 +47,6 @@ use crate::model::stats::{Counter, Op};
 use crate::net::connection::Urgency;
 use crate::net::frame::Message;
 use crate::transport::tables::lookup_remote;
-use std::sync::Mutex;
-
-/// The most atomic requests kept for an identical call to adopt.
-pub(crate) const MAX_ABANDONED: usize = 1024;
-
-/// What an atomic request asked: an identical call adopts it.
-type AtomicKey = (Rank, SegId, u64, AtomicOp);
-
-/// Atomic requests whose call returned `Timeout` after sending them,
-/// oldest first, with their tokens (their reply rooms stay in place).
-#[derive(Debug, Default)]
-pub(crate) struct AbandonedAtomics(Mutex<Vec<(AtomicKey, u64)>>);
-
-impl AbandonedAtomics {
-    /// Takes the oldest request that asked for `key`, if any.
-    fn adopt(&self, key: &AtomicKey) -> Option<u64> {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let at = v.iter().position(|(k, _)| k == key)?;
-        Some(v.remove(at).1)
-    }
-
-    /// Keeps `token` for an identical call; returns the token of a
-    /// request dropped to make room, whose reply room is to be freed.
-    fn abandon(&self, key: AtomicKey, token: u64) -> Option<u64> {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let dropped = (v.len() >= MAX_ABANDONED).then(|| v.remove(0).1);
-        v.push((key, token));
-        dropped
-    }
-}
 
 impl Inner {
     /// Applies `op` on this rank's own segment (owner side): checked again

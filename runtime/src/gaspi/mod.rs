@@ -5,8 +5,9 @@
 //! whose whole logic (hardware atomic on a mapping, or a request to the
 //! owner adopted after a timeout) is the front's.
 
-pub(crate) mod atomics;
+mod atomics;
 mod collectives;
+mod frames;
 mod groups;
 mod passive;
 mod queues;

@@ -13,23 +13,45 @@
 //! returns as `Error::Refused` naming this rank.
 
 use super::PostedRead;
-use crate::context::Inner;
+use super::PostedReads;
 use crate::model::error::Error;
 use crate::model::ids::Rank;
 use crate::net::connection::Urgency;
 use crate::net::frame::Message;
 use crate::net::frame::PutRef;
+use crate::net::peers::Peers;
+use crate::transport::outstanding::Outstanding;
+use crate::transport::tables::SegmentTables;
 use crate::transport::{RemoteSegment, Via};
 use std::sync::Arc;
+
+/// What the target side reads of its rank: implemented by the front for
+/// the rank's context, so that this file names nothing above the
+/// transports.
+pub(crate) trait TcpHost {
+    /// This rank.
+    fn rank(&self) -> Rank;
+    /// The other ranks (answers go to them).
+    fn peers(&self) -> &Peers;
+    /// This rank's segment tables (requests are applied through them).
+    fn tables(&self) -> &SegmentTables;
+    /// Reads this rank posted, awaiting their data.
+    fn posted_reads(&self) -> &PostedReads;
+    /// The count of requests that complete later of queue `queue`.
+    fn outstanding(&self, queue: usize) -> Option<&Outstanding>;
+    /// A waiter left answers owed to a peer in its stash: the progress
+    /// engine is to send them if nobody else does.
+    fn owed_answers(&self);
+}
 
 type Outcome<T = ()> = std::result::Result<T, String>;
 
 /// This rank's own view of its segment `seg`, or why there is none.
-fn own_segment(inner: &Inner, seg: u8) -> Outcome<Arc<dyn RemoteSegment>> {
-    inner.base.tables.load().remote[inner.base.rank.0 as usize][seg as usize]
+fn own_segment(inner: &impl TcpHost, seg: u8) -> Outcome<Arc<dyn RemoteSegment>> {
+    inner.tables().load().remote[inner.rank().0 as usize][seg as usize]
         .as_ref()
         .map(|e| e.segment().clone())
-        .ok_or_else(|| format!("segment {seg} of {} does not exist", inner.base.rank))
+        .ok_or_else(|| format!("segment {seg} of {} does not exist", inner.rank()))
 }
 
 fn check_range(s: &dyn RemoteSegment, seg: u8, offset: u64, len: u64) -> Outcome {
@@ -60,39 +82,38 @@ pub(crate) use crate::net::settles::Settles;
 /// Where the TCP target's gathered answers go.
 pub(crate) trait SettlesOut {
     /// Sends the answers gathered so far to `from` (the progress engine).
-    fn flush(&mut self, inner: &Inner, from: Rank);
+    fn flush(&mut self, inner: &impl TcpHost, from: Rank);
     /// Leaves them in `from`'s stash (a waiter).
-    fn stash(&mut self, inner: &Inner, from: Rank);
+    fn stash(&mut self, inner: &impl TcpHost, from: Rank);
 }
 
 impl SettlesOut for Settles {
     /// Sends the answers gathered so far to `from` (the progress engine).
-    fn flush(&mut self, inner: &Inner, from: Rank) {
+    fn flush(&mut self, inner: &impl TcpHost, from: Rank) {
         if self.is_empty() {
             return;
         }
         let frames = self.take_frames();
         let _ = inner
-            .base
-            .peers
+            .peers()
             .send_frame_by(from, &frames, Urgency::Now, "settle");
     }
 
     /// Leaves the answers gathered so far in `from`'s [`SettleStash`]
     /// (a waiter: the next frame to `from` or the engine takes them).
-    fn stash(&mut self, inner: &Inner, from: Rank) {
+    fn stash(&mut self, inner: &impl TcpHost, from: Rank) {
         if self.is_empty() {
             return;
         }
-        inner.base.peers[from].settle_stash.add(self);
-        inner.waiter_progress.owed_answers(inner);
+        inner.peers()[from].settle_stash.add(self);
+        inner.owed_answers();
     }
 }
 
 /// Answers a request posted on `queue` (if any) with its outcome: counted
 /// into `settles` when applied, at once (with its reason) when refused.
 fn settle(
-    inner: &Inner,
+    inner: &impl TcpHost,
     from: Rank,
     queue: Option<u8>,
     outcome: Outcome,
@@ -102,7 +123,7 @@ fn settle(
     match (queue, outcome) {
         (Some(queue), Ok(())) => settles.add(queue),
         (Some(queue), Err(reason)) => {
-            let _ = inner.base.peers.send(
+            let _ = inner.peers().send(
                 from,
                 &Message::Settled {
                     queue,
@@ -117,7 +138,7 @@ fn settle(
 }
 
 /// A peer's `Put` (read in place from its frame).
-pub(crate) fn put(inner: &Inner, from: Rank, put: &PutRef<'_>, settles: &mut Settles) {
+pub(crate) fn put(inner: &impl TcpHost, from: Rank, put: &PutRef<'_>, settles: &mut Settles) {
     let PutRef {
         queue,
         seg,
@@ -144,7 +165,7 @@ pub(crate) fn put(inner: &Inner, from: Rank, put: &PutRef<'_>, settles: &mut Set
 
 /// A peer's `Notify`.
 pub(crate) fn notify(
-    inner: &Inner,
+    inner: &impl TcpHost,
     from: Rank,
     queue: Option<u8>,
     seg: u8,
@@ -162,7 +183,7 @@ pub(crate) fn notify(
 }
 
 /// A peer's `Get`: answered with the bytes or the reason.
-pub(crate) fn get(inner: &Inner, from: Rank, token: u64, seg: u8, offset: u64, len: u64) {
+pub(crate) fn get(inner: &impl TcpHost, from: Rank, token: u64, seg: u8, offset: u64, len: u64) {
     let result = (|| {
         let s = own_segment(inner, seg)?;
         check_range(&*s, seg, offset, len)?;
@@ -174,15 +195,12 @@ pub(crate) fn get(inner: &Inner, from: Rank, token: u64, seg: u8, offset: u64, l
             .map_err(|e| e.to_string())?;
         Ok(serde_bytes::ByteBuf::from(bytes))
     })();
-    let _ = inner
-        .base
-        .peers
-        .send(from, &Message::Data { token, result });
+    let _ = inner.peers().send(from, &Message::Data { token, result });
 }
 
 /// A peer's `Fence`: answered after everything it sent before.
-pub(crate) fn fence(inner: &Inner, from: Rank, token: u64) {
-    let _ = inner.base.peers.send(
+pub(crate) fn fence(inner: &impl TcpHost, from: Rank, token: u64) {
+    let _ = inner.peers().send(
         from,
         &Message::Reply {
             token,
@@ -193,12 +211,12 @@ pub(crate) fn fence(inner: &Inner, from: Rank, token: u64) {
 
 /// The answer to one of this rank's `Get`s.
 pub(crate) fn data(
-    inner: &Inner,
+    inner: &impl TcpHost,
     from: Rank,
     token: u64,
     result: std::result::Result<serde_bytes::ByteBuf, String>,
 ) {
-    let Some(read) = inner.posted_reads.remove(token) else {
+    let Some(read) = inner.posted_reads().remove(token) else {
         return; // purged, or its owner was found gone meanwhile
     };
     match read {
@@ -230,14 +248,14 @@ pub(crate) fn data(
 }
 
 /// The answer to a `Fence` (a `Reply`); false when `token` was no fence.
-pub(crate) fn fence_answered(inner: &Inner, token: u64) -> bool {
+pub(crate) fn fence_answered(inner: &impl TcpHost, token: u64) -> bool {
     let Some(PostedRead::Notify {
         owner,
         queue,
         seg,
         id,
         value,
-    }) = inner.posted_reads.take_fence(token)
+    }) = inner.posted_reads().take_fence(token)
     else {
         return false;
     };
@@ -246,34 +264,41 @@ pub(crate) fn fence_answered(inner: &Inner, token: u64) -> bool {
         .set(id, value)
         .err()
         .map(|e| Error::Refused {
-            rank: inner.base.rank,
+            rank: inner.rank(),
             reason: format!("setting the read notification: {e}"),
         });
     settle_local(inner, owner, queue, failure);
     true
 }
 
-fn settle_local(inner: &Inner, owner: Rank, queue: Option<u32>, failure: Option<Error>) {
-    if let Some(q) = queue.and_then(|q| inner.protocol.queues.get(q as usize)) {
-        q.outstanding.settle(owner, 1, failure);
+fn settle_local(inner: &impl TcpHost, owner: Rank, queue: Option<u32>, failure: Option<Error>) {
+    if let Some(q) = queue.and_then(|q| inner.outstanding(q as usize)) {
+        q.settle(owner, 1, failure);
     } else if let Some(e) = failure {
         tracing::warn!("{e}");
     }
 }
 
 /// A peer's answer to `count` requests this rank posted on `queue`.
-pub(crate) fn settled(inner: &Inner, from: Rank, queue: u8, count: u32, failure: Option<String>) {
-    let Some(q) = inner.protocol.queues.get(queue as usize) else {
+pub(crate) fn settled(
+    inner: &impl TcpHost,
+    from: Rank,
+    queue: u8,
+    count: u32,
+    failure: Option<String>,
+) {
+    let Some(q) = inner.outstanding(queue as usize) else {
         tracing::warn!("{from} settled requests of a queue {queue} that does not exist");
         return;
     };
     let failure = failure.map(|reason| Error::Refused { rank: from, reason });
-    q.outstanding.settle(from, count as u64, failure);
+    q.settle(from, count as u64, failure);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::Inner;
     use crate::{Config, Gaspi, Memory, SegId};
 
     /// What a buggy or hostile peer may send: writes past the end, offsets
@@ -334,6 +359,10 @@ mod tests {
     }
 }
 
+/// The reading side of one control connection (`net/reader.rs`), whose
+/// large writes this transport reads straight into their segments.
+pub(crate) type Connection = crate::net::reader::Connection<DirectPut>;
+
 /// Smallest write whose data is read from the socket straight into the
 /// segment rather than into the frame buffer first.
 pub(crate) const DIRECT_MIN: usize = 64 * 1024;
@@ -365,7 +394,7 @@ impl DirectPut {
     /// write is small, or refused (then it goes the buffered way, which
     /// answers the refusal), or not into host memory mapped here.
     pub(crate) fn start(
-        inner: &Inner,
+        inner: &impl TcpHost,
         head: crate::net::frame::PutHead,
         have: &[u8],
     ) -> Option<DirectPut> {
@@ -396,7 +425,7 @@ impl DirectPut {
 
     /// The data is in: sets the notification, if any, and answers the
     /// write.
-    pub(crate) fn finish(self, inner: &Inner, from: Rank, settles: &mut Settles) {
+    pub(crate) fn finish(self, inner: &impl TcpHost, from: Rank, settles: &mut Settles) {
         debug_assert_eq!(self.left, 0);
         let outcome = match self.head.notify {
             Some((id, value)) => self
