@@ -521,7 +521,7 @@ impl Gaspi {
     }
 
     fn shutdown(&self) {
-        self.inner.gpu.stop_owner_inbox();
+        self.inner.gpu.owner_copies.stop_owner_inbox();
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };

@@ -88,7 +88,7 @@ impl Gaspi {
         // CPU ranks' copies into it run in this process (see
         // gpu/owner_copy.rs): the inbox rides in the descriptor.
         if inner.base.config.gpu_owner_copies && inner.base.size > 1 {
-            s.descriptor.inbox = Some(inner.gpu.owner_inbox(home)?);
+            s.descriptor.inbox = Some(inner.gpu.owner_copies.owner_inbox(home)?);
         }
         Ok(s)
     }

@@ -27,8 +27,8 @@
 //! progress engine cannot serve the ring itself: it sleeps in `epoll`,
 //! which a GPU store cannot interrupt (decision 0010).
 
-use super::Gpu;
-use super::QueueStream;
+use super::host_driven::Gpu;
+use super::queue_stream::QueueStream;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Rank, SegId};
 use crate::transport::tables::Tables;

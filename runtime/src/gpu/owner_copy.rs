@@ -35,7 +35,8 @@
 //! owner dies gets an error naming it from `wait` (the progress engine
 //! marks the rank), never a hang.
 
-use super::Gpu;
+use super::queue_stream::QueueStream;
+use crate::base::Base;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
 use crate::transport::tables::lookup_remote;
@@ -146,13 +147,16 @@ fn reached(a: u32, b: u32) -> bool {
 /// GPU segment) and its lanes into peers' inboxes.
 #[derive(Debug)]
 pub(crate) struct OwnerCopies {
+    base: Arc<Base>,
     server: OnceLock<InboxServer>,
     lanes: Vec<OnceLock<std::result::Result<Arc<WriterLane>, String>>>,
 }
 
 impl OwnerCopies {
-    pub fn new(ranks: u32) -> OwnerCopies {
+    pub fn new(base: Arc<Base>) -> OwnerCopies {
+        let ranks = base.size;
         OwnerCopies {
+            base,
             server: OnceLock::new(),
             lanes: (0..ranks).map(|_| OnceLock::new()).collect(),
         }
@@ -193,14 +197,14 @@ impl WriterLane {
     /// waits at most [`LANE_FULL_WAIT`] for the owner to take a request,
     /// then fails with `InboxFull`, having posted nothing: a stopped owner
     /// must not hold a writer (`write` has no timeout to keep).
-    fn post(&self, inner: &Gpu, owner: Rank, mut e: Entry) -> Result<u32> {
+    fn post(&self, base: &Base, owner: Rank, mut e: Entry) -> Result<u32> {
         let _g = self.post.lock().unwrap_or_else(|p| p.into_inner());
         let lane = self.lane();
         let head = lane.word(HEAD).load(Ordering::Relaxed);
         let mut nap = Duration::from_micros(5);
         let give_up = Instant::now() + LANE_FULL_WAIT;
         while head.wrapping_sub(lane.word(TAIL).load(Ordering::Acquire)) >= LANE_ENTRIES {
-            inner.base.peers.peer_ok(owner)?;
+            base.peers.peer_ok(owner)?;
             if Instant::now() >= give_up {
                 return Err(Error::InboxFull {
                     rank: owner,
@@ -228,7 +232,7 @@ impl WriterLane {
     /// Waits until the owner completed request `seq`, or fails naming it.
     fn wait_for(
         &self,
-        inner: &Gpu,
+        base: &Base,
         owner: Rank,
         queue: u32,
         seq: u32,
@@ -249,7 +253,7 @@ impl WriterLane {
             if reached(lane.word(completed).load(Ordering::Acquire), seq) {
                 return Ok(());
             }
-            inner.base.peers.peer_ok(owner)?;
+            base.peers.peer_ok(owner)?;
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout { op: "wait" });
             }
@@ -271,11 +275,11 @@ impl WriterLane {
     }
 }
 
-impl Gpu {
+impl OwnerCopies {
     /// The inbox descriptor to publish in this rank's GPU segments,
     /// creating the inbox and starting its server on the first call.
-    pub(crate) fn owner_inbox(self: &Arc<Gpu>, home: u32) -> Result<MemoryDescriptor> {
-        if let Some(s) = self.owner_copies.server.get() {
+    pub(crate) fn owner_inbox(&self, home: u32) -> Result<MemoryDescriptor> {
+        if let Some(s) = self.server.get() {
             return Ok(s.descriptor.clone());
         }
         let len = INBOX_HEADER + self.base.size as usize * LANE_BYTES;
@@ -287,10 +291,10 @@ impl Gpu {
         let descriptor = memory.descriptor();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (inner, stop) = (self.clone(), stop.clone());
+            let (base, stop) = (self.base.clone(), stop.clone());
             std::thread::Builder::new()
                 .name(format!("gaspi-inbox-{}", self.base.rank.0))
-                .spawn(move || serve_inbox(&inner, memory, registration, home, &stop))
+                .spawn(move || serve_inbox(&base, memory, registration, home, &stop))
                 .map_err(|e| Error::io("starting the inbox server", e))?
         };
         let server = InboxServer {
@@ -298,7 +302,7 @@ impl Gpu {
             stop,
             thread: Mutex::new(Some(thread)),
         };
-        if let Err(server) = self.owner_copies.server.set(server) {
+        if let Err(server) = self.server.set(server) {
             // Another thread of this rank won the race: retire ours.
             server.stop.store(true, Ordering::Release);
             if let Some(t) = server
@@ -314,18 +318,12 @@ impl Gpu {
             rank = self.base.rank.0,
             "inbox for owner-executed copies started"
         );
-        Ok(self
-            .owner_copies
-            .server
-            .get()
-            .expect("set above")
-            .descriptor
-            .clone())
+        Ok(self.server.get().expect("set above").descriptor.clone())
     }
 
     /// Stops the inbox server (at `term`): peers' copies are no longer served.
     pub(crate) fn stop_owner_inbox(&self) {
-        if let Some(s) = self.owner_copies.server.get() {
+        if let Some(s) = self.server.get() {
             s.stop.store(true, Ordering::Release);
             if let Some(t) = s.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 let _ = t.join();
@@ -335,7 +333,7 @@ impl Gpu {
 
     /// This rank's lane into `owner`'s inbox, mapped on first use.
     fn writer_lane(&self, owner: Rank, inbox: &MemoryDescriptor) -> Result<Arc<WriterLane>> {
-        let got = self.owner_copies.lanes[owner.0 as usize].get_or_init(|| {
+        let got = self.lanes[owner.0 as usize].get_or_init(|| {
             let mapping = PeerMapping::open(inbox).map_err(|e| match e {
                 gaspi_segments::SegmentError::OwnerGone { .. } => OWNER_GONE.to_string(),
                 e => e.to_string(),
@@ -382,7 +380,7 @@ impl Gpu {
     #[allow(clippy::too_many_arguments)]
     fn owner_post(
         &self,
-        qs: &super::QueueStream,
+        qs: &QueueStream,
         owner: Rank,
         lane: &WriterLane,
         kind: Kind,
@@ -400,7 +398,7 @@ impl Gpu {
         }
         let (notify_id, notify_value) = notify.unwrap_or((0, 0));
         lane.post(
-            self,
+            &self.base,
             owner,
             Entry {
                 kind: kind as u32,
@@ -422,7 +420,7 @@ impl Gpu {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn owner_put(
         &self,
-        qs: &super::QueueStream,
+        qs: &QueueStream,
         owner: Rank,
         inbox: &MemoryDescriptor,
         local: SegId,
@@ -446,7 +444,7 @@ impl Gpu {
     /// mapped yet; `None` when requests to `owner` are outstanding.
     pub(crate) fn owner_notify(
         &self,
-        qs: &super::QueueStream,
+        qs: &QueueStream,
         owner: Rank,
         inbox: Option<&MemoryDescriptor>,
         remote: SegId,
@@ -455,7 +453,7 @@ impl Gpu {
     ) -> Result<()> {
         let lane = match inbox {
             Some(inbox) => self.writer_lane(owner, inbox)?,
-            None => match self.owner_copies.lanes[owner.0 as usize].get() {
+            None => match self.lanes[owner.0 as usize].get() {
                 Some(Ok(lane)) => lane.clone(),
                 _ => {
                     return Err(Error::OwnerCopyFailed {
@@ -475,7 +473,7 @@ impl Gpu {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn owner_get(
         &self,
-        qs: &super::QueueStream,
+        qs: &QueueStream,
         owner: Rank,
         inbox: &MemoryDescriptor,
         local: SegId,
@@ -487,20 +485,16 @@ impl Gpu {
         let lane = self.writer_lane(owner, inbox)?;
         let (peer, own) = ((local, local_offset), (remote, remote_offset));
         let seq = self.owner_post(qs, owner, &lane, Kind::Get, peer, own, size, None)?;
-        lane.wait_for(self, owner, qs.index, seq, None)
+        lane.wait_for(&self.base, owner, qs.index, seq, None)
     }
 
     /// Local completion of the queue's owner-executed requests.
-    pub(crate) fn owner_wait(
-        &self,
-        qs: &super::QueueStream,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
+    pub(crate) fn owner_wait(&self, qs: &QueueStream, deadline: Option<Instant>) -> Result<()> {
         for (owner, seq) in qs.owner_outstanding() {
-            let Some(Ok(lane)) = self.owner_copies.lanes[owner.0 as usize].get() else {
+            let Some(Ok(lane)) = self.lanes[owner.0 as usize].get() else {
                 continue;
             };
-            lane.wait_for(self, owner, qs.index, seq, deadline)?;
+            lane.wait_for(&self.base, owner, qs.index, seq, deadline)?;
             qs.owner_done(owner, seq);
         }
         Ok(())
@@ -509,29 +503,29 @@ impl Gpu {
 
 /// The inbox server's loop (see the module docs).
 fn serve_inbox(
-    inner: &Gpu,
+    base: &Base,
     memory: SharedMemory,
     registration: HostRegistration,
     home: u32,
     stop: &AtomicBool,
 ) {
-    let base = memory.as_ptr();
-    let lanes: Vec<Lane> = (0..inner.base.size as usize)
+    let mapped = memory.as_ptr();
+    let lanes: Vec<Lane> = (0..base.size as usize)
         // SAFETY: the memfd holds INBOX_HEADER + size lanes (owner_inbox).
-        .map(|r| Lane(unsafe { base.add(INBOX_HEADER + r * LANE_BYTES) }))
+        .map(|r| Lane(unsafe { mapped.add(INBOX_HEADER + r * LANE_BYTES) }))
         .collect();
     // SAFETY: word 0 of the memfd, 4-byte aligned, lives as long as `memory`.
-    let doorbell = unsafe { &*(base as *const AtomicU32) };
+    let doorbell = unsafe { &*(mapped as *const AtomicU32) };
     let device_base = registration.device_ptr();
-    let mut streams: Vec<Vec<Option<GpuStream>>> = (0..inner.base.size)
+    let mut streams: Vec<Vec<Option<GpuStream>>> = (0..base.size)
         .map(|_| (0..LANE_STREAMS).map(|_| None).collect())
         .collect();
-    let spin = inner.base.config.effective_spin();
+    let spin = base.config.effective_spin();
     let mut last_work = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let mut worked = false;
         for (r, lane) in lanes.iter().enumerate() {
-            if r == inner.base.rank.0 as usize {
+            if r == base.rank.0 as usize {
                 continue;
             }
             let mut taken = 0;
@@ -556,7 +550,7 @@ fn serve_inbox(
                 }
                 let stream = streams[r][q].as_ref();
                 let outcome = match stream {
-                    Some(s) => serve_entry(inner, Rank(r as u32), s, &e, completed, home),
+                    Some(s) => serve_entry(base, Rank(r as u32), s, &e, completed, home),
                     None => Err(3),
                 };
                 if let Err(code) = outcome {
@@ -596,14 +590,14 @@ fn serve_inbox(
 
 /// Runs one request on `stream`; the failure code on refusal.
 fn serve_entry(
-    inner: &Gpu,
+    base: &Base,
     writer: Rank,
     stream: &GpuStream,
     e: &Entry,
     completed: DevicePtr,
     home: u32,
 ) -> std::result::Result<(), u32> {
-    let tables = inner.base.tables.load();
+    let tables = base.tables.load();
     let seg = |v: u32| u8::try_from(v).map(SegId).map_err(|_| 4u32);
     let own_seg = seg(e.owner_seg)?;
     let own = tables
@@ -622,7 +616,7 @@ fn serve_entry(
             if own
                 .check(
                     crate::model::error::Side::Local,
-                    inner.base.rank,
+                    base.rank,
                     e.owner_offset,
                     e.len,
                 )
@@ -632,7 +626,7 @@ fn serve_entry(
             }
             // Checked like any remote end; the writer checked it before
             // posting, so a refusal means the segment changed meanwhile.
-            let max = inner.base.config.segment_max;
+            let max = base.config.segment_max;
             let peer = lookup_remote(&tables, writer, seg(e.peer_seg)?, e.peer_offset, e.len, max)
                 .map_err(|err| match err {
                     Error::UnknownSegment { .. } => 1u32,

@@ -97,7 +97,7 @@ impl Protocol {
             return self.put_network(q, local, local_offset, to, size, notify);
         }
         if let Some(inbox) = self.owner_route(q, local, to) {
-            return self.gpu.owner_put(
+            return self.gpu.owner_copies.owner_put(
                 &q.gpu,
                 to.rank,
                 inbox,
@@ -129,6 +129,7 @@ impl Protocol {
         match after {
             Some((id, value)) => self
                 .gpu
+                .owner_copies
                 .owner_notify(&q.gpu, to.rank, None, to.seg, id, value),
             None => Ok(()),
         }
@@ -244,6 +245,7 @@ impl Protocol {
         }
         if q.gpu.owner_pending_to(to.rank) {
             self.gpu
+                .owner_copies
                 .owner_notify(&q.gpu, to.rank, None, to.seg, id, value)
         } else if q.gpu.pending() {
             self.gpu.gpu_notify(&q.gpu, to.segment, id, value)
@@ -252,8 +254,14 @@ impl Protocol {
             // this rank's queue stream writes it.
             match to.segment.owner_inbox() {
                 Some(inbox) if self.base.config.gpu_owner_copies && to.rank != self.base.rank => {
-                    self.gpu
-                        .owner_notify(&q.gpu, to.rank, Some(inbox), to.seg, id, value)
+                    self.gpu.owner_copies.owner_notify(
+                        &q.gpu,
+                        to.rank,
+                        Some(inbox),
+                        to.seg,
+                        id,
+                        value,
+                    )
                 }
                 _ => self.gpu.gpu_notify(&q.gpu, to.segment, id, value),
             }
@@ -287,7 +295,7 @@ impl Protocol {
             );
         }
         if let Some(inbox) = self.owner_route(q, local, from) {
-            return self.gpu.owner_get(
+            return self.gpu.owner_copies.owner_get(
                 &q.gpu,
                 from.rank,
                 inbox,
