@@ -14,8 +14,10 @@ use crate::progress::ProgressEngine;
 use crate::protocol::assisted_copy::{CopyHelper, BOARD_BYTES};
 use crate::queue::QueueState;
 use crate::segments::LocalSegment;
+use crate::transport::registry;
 use crate::transport::tables::SegmentTables;
 use crate::transport::tcp::TcpTransport;
+use crate::transport::NetworkTransport;
 use crate::transport::{shared_memory::SharedMemoryTransport, Transport};
 use crate::waiter_progress::{WaitWork, WaiterProgress};
 use gaspi_segments::HostId;
@@ -48,10 +50,9 @@ pub(crate) struct Inner {
     /// What waiters on this rank's notification areas do while they spin;
     /// `None` when there is nothing (no copy help, no TCP peer).
     pub wait_work: Option<Arc<WaitWork>>,
-    /// The RDMA transport, when this rank opened a device: it registers
-    /// every host segment this rank creates (`transport/verbs/`).
-    #[cfg(feature = "verbs")]
-    pub verbs: Option<Arc<crate::transport::verbs::VerbsTransport>>,
+    /// The network transports this rank opened (`transport/registry.rs`):
+    /// each registers every host segment this rank creates.
+    pub network: Vec<Arc<dyn NetworkTransport>>,
 }
 
 /// How long `term` waits for its goodbyes to reach peers that do not
@@ -220,51 +221,6 @@ fn raise_fd_limit() {
     }
 }
 
-/// Opens this rank's RDMA device unless `GASPI_TRANSPORT=tcp`. Without
-/// one, `auto` says so in a log line and goes on with TCP; `verbs` fails.
-#[cfg(feature = "verbs")]
-fn open_verbs(
-    config: &Config,
-    rank: Rank,
-    size: u32,
-) -> Result<Option<Arc<crate::transport::verbs::VerbsTransport>>> {
-    use crate::transport::verbs::VerbsTransport;
-    match config.transport {
-        TransportChoice::Tcp => Ok(None),
-        TransportChoice::Verbs => Ok(Some(Arc::new(VerbsTransport::open(config, rank, size)?))),
-        TransportChoice::Auto => match VerbsTransport::open(config, rank, size) {
-            Ok(v) => Ok(Some(Arc::new(v))),
-            Err(e) => {
-                tracing::info!("no RDMA ({e}); other hosts are reached over TCP");
-                Ok(None)
-            }
-        },
-    }
-}
-
-/// The RDMA transport to the peer `ep` describes, connected, when both
-/// ends have a device; `None`: TCP. Under `GASPI_TRANSPORT=verbs` a peer
-/// without a device fails the init, naming it.
-#[cfg(feature = "verbs")]
-fn rdma_to(
-    config: &Config,
-    verbs: Option<&Arc<crate::transport::verbs::VerbsTransport>>,
-    me: Rank,
-    ep: &Endpoint,
-) -> Result<Option<Arc<dyn Transport>>> {
-    match (verbs, &ep.verbs) {
-        (Some(v), Some(theirs)) => {
-            v.connect(me, Rank(ep.rank), theirs)?;
-            Ok(Some(v.clone() as Arc<dyn Transport>))
-        }
-        _ if config.transport == TransportChoice::Verbs => Err(Error::NoTransport {
-            rank: Rank(ep.rank),
-            reason: "GASPI_TRANSPORT=verbs and it has no RDMA device".into(),
-        }),
-        _ => Ok(None),
-    }
-}
-
 /// A rank's handle on the job: every GASPI call is a method of it.
 ///
 /// `Gaspi` is `Send + Sync`: threads may share it. Dropping it terminates
@@ -323,18 +279,11 @@ impl Gaspi {
             system_notifications(config.group_max, size),
             config.effective_spin(),
         )?;
-        #[cfg(feature = "verbs")]
-        let verbs = open_verbs(&config, rank, size)?;
-        #[cfg(feature = "verbs")]
-        if let Some(v) = &verbs {
-            v.register(&mut system)?;
-        }
-        #[cfg(not(feature = "verbs"))]
-        if config.transport == TransportChoice::Verbs {
-            return Err(Error::Config(
-                "GASPI_TRANSPORT=verbs: this build has no RDMA support (build with --features verbs)"
-                    .into(),
-            ));
+        // The network transports this rank may use to other hosts
+        // (`transport/registry.rs`); each registers the system segment.
+        let network = registry::open_network(&config, rank, size)?;
+        for t in &network {
+            t.register(&mut system)?;
         }
         let listener = rendezvous::control_listener(&info)?;
         let control = listener
@@ -350,10 +299,7 @@ impl Gaspi {
             pid: std::process::id(),
             control,
             system: system.descriptor.clone(),
-            #[cfg(feature = "verbs")]
-            verbs: verbs.as_ref().map(|v| v.endpoint()),
-            #[cfg(not(feature = "verbs"))]
-            verbs: None,
+            transports: registry::endpoints(&network)?,
         };
         raise_fd_limit();
         // Rank 0 and every other rank stay connected through the
@@ -377,13 +323,8 @@ impl Gaspi {
             let transport = Some(if same_host {
                 shm.clone()
             } else {
-                #[cfg(feature = "verbs")]
-                match rdma_to(&config, verbs.as_ref(), rank, &ep)? {
-                    Some(v) => v,
-                    None => tcp_dyn.clone(),
-                }
-                #[cfg(not(feature = "verbs"))]
-                tcp_dyn.clone()
+                registry::connect_pair(&config, &network, rank, Rank(ep.rank), &ep.transports)?
+                    .unwrap_or_else(|| tcp_dyn.clone())
             });
             peers.push(Peer::new(ep));
             transports.push(transport);
@@ -439,8 +380,7 @@ impl Gaspi {
             },
             gpu,
             base,
-            #[cfg(feature = "verbs")]
-            verbs,
+            network,
         });
         if let Some(helper) = &inner.copy_helper {
             helper.bind(Arc::downgrade(&inner.base));
@@ -453,9 +393,8 @@ impl Gaspi {
         inner
             .waiter_progress
             .bind(Arc::downgrade(&inner) as std::sync::Weak<dyn crate::waiter_progress::WaiterHost>);
-        #[cfg(feature = "verbs")]
-        if let Some(v) = &inner.verbs {
-            v.bind(
+        for t in &inner.network {
+            t.bind(
                 Arc::downgrade(&inner.base.peers),
                 inner
                     .protocol
@@ -491,21 +430,28 @@ impl Gaspi {
             readers.push((Rank(r), c));
         }
         let engine = ProgressEngine::start(inner.clone(), readers, listener)?;
-        let by_transport = |name: &str| {
-            (0..size)
-                .filter(|&r| r != rank.0 && inner.base.transport_name(Rank(r)) == name)
-                .count()
-        };
+        // Ranks reached per transport, for the start-up line: shared
+        // memory, TCP and every network transport of this build, each
+        // said even when it reaches none.
+        let reached = ["shm", "tcp"]
+            .into_iter()
+            .chain(registry::NETWORK.iter().map(|(n, _)| *n))
+            .map(|name| {
+                let k = (0..size)
+                    .filter(|&r| r != rank.0 && inner.base.transport_name(Rank(r)) == name)
+                    .count();
+                format!("{name} to {k} ranks")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         tracing::info!(
             rank = rank.0,
             size,
-            "GASPI rank {} of {} up (launcher {:?}); transports: shm to {} ranks, tcp to {} ranks, verbs to {} ranks",
+            "GASPI rank {} of {} up (launcher {:?}); transports: {}",
             rank.0,
             size,
             inner.base.config.launch.launcher,
-            by_transport("shm"),
-            by_transport("tcp"),
-            by_transport("verbs"),
+            reached,
         );
         Ok(Gaspi {
             inner,

@@ -144,9 +144,8 @@ impl Gaspi {
         if let Some(work) = &inner.wait_work {
             s.notifications.set_spin_work(work.clone());
         }
-        #[cfg(feature = "verbs")]
-        if let Some(v) = &inner.verbs {
-            v.register(&mut s)?;
+        for t in &inner.network {
+            t.register(&mut s)?;
         }
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
@@ -709,8 +708,7 @@ impl Gaspi {
                 || q.outstanding.is_busy(),
             );
         }
-        #[cfg(feature = "verbs")]
-        if let Some(v) = &self.inner.verbs {
+        for v in &self.inner.network {
             // Poll the completion queues here for a moment before sleeping:
             // on real hardware a batch completes within microseconds, sooner
             // than the completion thread is woken and scheduled.

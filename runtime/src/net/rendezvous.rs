@@ -45,30 +45,11 @@ pub(crate) struct Endpoint {
     pub control: SocketAddr,
     /// The internal segment that carries collectives' notifications.
     pub system: SegmentDescriptor,
-    /// How to reach this rank over RDMA, when it opened a device (the
-    /// `verbs` transport); `None`: TCP only.
+    /// What this rank's network transports publish for peers to connect
+    /// (name, bytes packed by the transport; `transport/registry.rs`);
+    /// empty: TCP only.
     #[serde(default)]
-    pub verbs: Option<VerbsEndpoint>,
-}
-
-/// A rank's RDMA address and its queue pairs, one per rank of the job
-/// (entry `j` is the QP that rank `j` connects to).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct VerbsEndpoint {
-    /// Device name, for logs.
-    pub device: String,
-    /// InfiniBand LID (0 on RoCE).
-    pub lid: u16,
-    /// The GID peers address (RoCE; the port GID on InfiniBand).
-    pub gid: [u8; 16],
-    /// QP number for each rank.
-    pub qpns: Vec<u32>,
-    /// Start PSN of each of those QPs.
-    pub psns: Vec<u32>,
-    /// A registered constant 1 (u32): the source of read_notify's READ.
-    pub one_addr: u64,
-    /// Remote key of that constant.
-    pub one_rkey: u32,
+    pub transports: Vec<(String, Vec<u8>)>,
 }
 
 const RENDEZVOUS: &str = "gaspi-rendezvous-v1";

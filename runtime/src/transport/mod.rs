@@ -36,6 +36,7 @@ pub(crate) mod cuda_ipc;
 #[cfg(feature = "libfabric")]
 pub(crate) mod libfabric;
 pub(crate) mod outstanding;
+pub(crate) mod registry;
 pub(crate) mod shared_memory;
 pub(crate) mod tables;
 pub(crate) mod tcp;
@@ -329,4 +330,31 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     fn instance(&self) -> u64 {
         0
     }
+}
+
+/// A transport between hosts that a pair uses in place of TCP (see
+/// `registry.rs`).
+pub(crate) trait NetworkTransport: Send + Sync + std::fmt::Debug {
+    /// Its name, as `GASPI_TRANSPORT` and the logs say it.
+    fn name(&self) -> &'static str;
+    /// What peers need to connect to this rank, packed by the transport.
+    fn endpoint(&self) -> Result<Vec<u8>>;
+    /// Connects to `peer`, which published `theirs`; the transport that
+    /// then reaches the peer's segments.
+    fn connect(self: Arc<Self>, me: Rank, peer: Rank, theirs: &[u8]) -> Result<Arc<dyn Transport>>;
+    /// Registers a host segment this rank creates, its keys put in the
+    /// segment's descriptor (GPU segments are left alone).
+    fn register(&self, seg: &mut crate::segments::LocalSegment) -> Result<()>;
+    /// Gives the transport the rank's peers, each queue's count of
+    /// requests that complete later, and the transport for segments it
+    /// cannot reach itself (TCP); starts what it runs in the background.
+    fn bind(
+        &self,
+        peers: std::sync::Weak<crate::net::peers::Peers>,
+        outstanding: Vec<Arc<outstanding::Outstanding>>,
+        fallback: Arc<dyn Transport>,
+    ) -> Result<()>;
+    /// Makes progress once (reads completions); a waiting thread calls it
+    /// for a moment before it sleeps.
+    fn progress(&self) {}
 }

@@ -63,15 +63,16 @@
 
 mod device;
 
+use super::NetworkTransport;
 use super::{Capabilities, GpuView, RemoteSegment, Transport, Via};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, RankState};
 use crate::net::peers::Peers;
-use crate::net::rendezvous::VerbsEndpoint;
 use crate::segments::LocalSegment;
 use crate::transport::outstanding::Outstanding;
 use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -227,6 +228,72 @@ fn device_choice(spec: Option<&str>, rank: u32) -> Result<(Option<String>, u8)> 
             Ok((Some(name.to_string()), port))
         }
         None => Ok((Some(entry.to_string()), 1)),
+    }
+}
+
+/// What peers need to connect to this rank over RDMA, published at
+/// start-up (packed by [`NetworkTransport::endpoint`]): its address and
+/// its queue pairs, one per rank of the job (entry `j` is the QP that rank
+/// `j` connects to).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct VerbsEndpoint {
+    /// Device name, for logs.
+    pub device: String,
+    /// InfiniBand LID (0 on RoCE).
+    pub lid: u16,
+    /// The GID peers address (RoCE; the port GID on InfiniBand).
+    pub gid: [u8; 16],
+    /// QP number for each rank.
+    pub qpns: Vec<u32>,
+    /// Start PSN of each of those QPs.
+    pub psns: Vec<u32>,
+    /// A registered constant 1 (u32): the source of read_notify's READ.
+    pub one_addr: u64,
+    /// Remote key of that constant.
+    pub one_rkey: u32,
+}
+
+/// Opens the verbs transport for the registry (`transport/registry.rs`).
+pub(crate) fn open(
+    config: &crate::Config,
+    rank: Rank,
+    size: u32,
+) -> Result<Arc<dyn NetworkTransport>> {
+    Ok(Arc::new(VerbsTransport::open(config, rank, size)?))
+}
+
+impl NetworkTransport for VerbsTransport {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn endpoint(&self) -> Result<Vec<u8>> {
+        bincode::serialize(&VerbsTransport::endpoint(self))
+            .map_err(|e| Error::Protocol(format!("packing the verbs endpoint: {e}")))
+    }
+
+    fn connect(self: Arc<Self>, me: Rank, peer: Rank, theirs: &[u8]) -> Result<Arc<dyn Transport>> {
+        let ep: VerbsEndpoint = bincode::deserialize(theirs)
+            .map_err(|e| Error::Protocol(format!("{peer}'s verbs endpoint: {e}")))?;
+        VerbsTransport::connect(&self, me, peer, &ep)?;
+        Ok(self)
+    }
+
+    fn register(&self, seg: &mut LocalSegment) -> Result<()> {
+        VerbsTransport::register(self, seg)
+    }
+
+    fn bind(
+        &self,
+        peers: Weak<Peers>,
+        outstanding: Vec<Arc<Outstanding>>,
+        fallback: Arc<dyn Transport>,
+    ) -> Result<()> {
+        VerbsTransport::bind(self, peers, outstanding, fallback)
+    }
+
+    fn progress(&self) {
+        VerbsTransport::progress(self)
     }
 }
 
