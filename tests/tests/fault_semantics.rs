@@ -10,7 +10,7 @@
 //! stopped until the others are done with it, or a minute at the most).
 //! How promptly the calls return is a benchmark's figure.
 
-use gaspi_tests::{shm_files, Job, Outcome};
+use gaspi_tests::{figures, shm_files, Job};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,19 +20,6 @@ const SLACK: u128 = 10_000;
 
 fn fault_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_gaspi-fault-rank"))
-}
-
-/// Every value of figure `name`, with the rank that printed it.
-fn figures(out: &Outcome, name: &str) -> Vec<(u32, u128)> {
-    let key = format!("figure {name}=");
-    out.stdout
-        .lines()
-        .filter_map(|l| {
-            let (rank, rest) = l.strip_prefix("rank ")?.split_once(": ")?;
-            let value = rest.strip_prefix(&key)?;
-            Some((rank.parse().ok()?, value.trim().parse().ok()?))
-        })
-        .collect()
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! they are missing.
 
 use gaspi_tests::{
-    clean_env, example_bin, fresh_tag, rank_bin, run_all, skip, NetNamespaces, Outcome, Running,
-    TempDir,
+    commands_on_hosts, example_bin, fresh_tag, rank_bin, run_all, skip, NetNamespaces, Outcome,
+    Running, TempDir,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,28 +22,8 @@ fn model_bin() -> PathBuf {
 /// shared memory to the ranks of its host and TCP to the others.
 fn across(hosts: &NetNamespaces, per_host: u32, program: &Path, args: &[&str]) -> Vec<Outcome> {
     let n = hosts.names.len() as u32 * per_host;
-    let key: String = (0..32)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect();
-    let rendezvous = format!("{}:47123", hosts.addrs[0]);
-    let cmds = (0..n)
-        .map(|r| {
-            let mut cmd = hosts.command((r / per_host) as usize, program);
-            clean_env(&mut cmd);
-            cmd.env("GASPI_RANK", r.to_string())
-                .env("GASPI_SIZE", n.to_string())
-                .env("GASPI_LOCAL_RANK", (r % per_host).to_string())
-                .env("GASPI_LOCAL_SIZE", per_host.to_string())
-                .env("GASPI_RENDEZVOUS", &rendezvous)
-                .env("GASPI_JOB_KEY", &key)
-                .env(
-                    "GASPI_LOG",
-                    std::env::var("GASPI_TEST_LOG").unwrap_or_else(|_| "info".into()),
-                )
-                .args(args);
-            cmd
-        })
-        .collect();
+    let place: Vec<usize> = (0..n).map(|r| (r / per_host) as usize).collect();
+    let cmds = commands_on_hosts(hosts, &place, program, args, &[]);
     let outs = run_all(cmds, &fresh_tag(), Duration::from_secs(120));
     let expect = format!(
         "shm to {} ranks, tcp to {} ranks",
@@ -59,44 +39,6 @@ fn across(hosts: &NetNamespaces, per_host: u32, program: &Path, args: &[&str]) -
         );
     }
     outs
-}
-
-/// The commands of a job whose rank `r` runs on host `place[r]`, with the
-/// variables gaspi-run would give it; rank 0's host holds the rendezvous.
-fn rank_commands(
-    hosts: &NetNamespaces,
-    place: &[usize],
-    program: &Path,
-    args: &[&str],
-) -> Vec<std::process::Command> {
-    let n = place.len();
-    let key: String = (0..32)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect();
-    let rendezvous = format!("{}:47123", hosts.addrs[place[0]]);
-    (0..n)
-        .map(|r| {
-            let host = place[r];
-            let local: Vec<usize> = (0..n).filter(|&q| place[q] == host).collect();
-            let mut cmd = hosts.command(host, program);
-            clean_env(&mut cmd);
-            cmd.env("GASPI_RANK", r.to_string())
-                .env("GASPI_SIZE", n.to_string())
-                .env(
-                    "GASPI_LOCAL_RANK",
-                    local.iter().position(|&q| q == r).unwrap_or(0).to_string(),
-                )
-                .env("GASPI_LOCAL_SIZE", local.len().to_string())
-                .env("GASPI_RENDEZVOUS", &rendezvous)
-                .env("GASPI_JOB_KEY", &key)
-                .env(
-                    "GASPI_LOG",
-                    std::env::var("GASPI_TEST_LOG").unwrap_or_else(|_| "info".into()),
-                )
-                .args(args);
-            cmd
-        })
-        .collect()
 }
 
 #[test]
@@ -134,11 +76,12 @@ fn a_host_cut_off_the_network_is_declared_dead_after_the_peer_timeout_and_the_re
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_gaspi-fault-rank"));
     let cut_arg = cut_file.to_string_lossy().into_owned();
     let tag = fresh_tag();
-    let mut ranks: Vec<Running> = rank_commands(
+    let mut ranks: Vec<Running> = commands_on_hosts(
         &hosts,
         &[0, 0, 1],
         &bin,
         &["unreachable", "--cut-file", &cut_arg],
+        &[],
     )
     .into_iter()
     .map(|mut cmd| {

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 DIR=${1:-.device-bin-capi}
 cargo build --release -p gaspi-capi
-cargo build --release -p gaspi --bin gaspi-run
+cargo build --release -p gaspi-launch --bin gaspi-run
 rm -rf "$DIR"
 mkdir -p "$DIR/include" "$DIR/src/gpu"
 cp target/release/libGPI2.so target/release/gaspi-run "$DIR"/

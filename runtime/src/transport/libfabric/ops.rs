@@ -39,6 +39,46 @@ fn context(token: Token, tracked: bool) -> *mut c_void {
     c as *mut c_void
 }
 
+/// One contiguous local buffer against one remote range: the single-element
+/// `fi_msg_rma` that every write, notification and read here posts.
+struct OneRange {
+    local: *mut c_void,
+    len: usize,
+    desc: *mut c_void,
+    remote: u64,
+    key: u64,
+    peer: sys::fi_addr_t,
+    context: *mut c_void,
+    data: u64,
+}
+
+/// Builds `range`'s message on the stack and hands it to `post`; the
+/// message and what it points to live until `post` returns (libfabric
+/// copies them during the call).
+fn with_msg(range: OneRange, post: impl FnOnce(&sys::fi_msg_rma) -> isize) -> isize {
+    let iov = sys::iovec {
+        iov_base: range.local,
+        iov_len: range.len,
+    };
+    let mut desc = range.desc;
+    let rma = sys::fi_rma_iov {
+        addr: range.remote,
+        len: range.len,
+        key: range.key,
+    };
+    let msg = sys::fi_msg_rma {
+        msg_iov: &iov,
+        desc: &mut desc,
+        iov_count: 1,
+        addr: range.peer,
+        rma_iov: &rma,
+        rma_iov_count: 1,
+        context: range.context,
+        data: range.data,
+    };
+    post(&msg)
+}
+
 fn decode(context: *mut c_void) -> (Token, bool) {
     let c = context as u64;
     (
@@ -119,30 +159,22 @@ impl Endpoint {
             flags |= sys::FI_INJECT as u64;
         }
         let result = self.post(peer, "fi_writemsg", || {
-            let iov = sys::iovec {
-                iov_base: src.ptr.cast(),
-                iov_len: src.len,
-            };
-            let mut desc = src.desc;
-            let rma = sys::fi_rma_iov {
-                addr,
+            let range = OneRange {
+                local: src.ptr.cast(),
                 len: src.len,
+                desc: src.desc,
+                remote: addr,
                 key: dst.key,
-            };
-            let msg = sys::fi_msg_rma {
-                msg_iov: &iov,
-                desc: &mut desc,
-                iov_count: 1,
-                addr: peer.addr,
-                rma_iov: &rma,
-                rma_iov_count: 1,
+                peer: peer.addr,
                 context: context(token, tracked),
                 data: 0,
             };
-            // SAFETY: `src` is registered memory borrowed for the call and,
-            // by GASPI's rule, left unchanged until the completion; the
-            // message structs live through the call, which copies them.
-            unsafe { sys::fi_writemsg(self.ptr, &msg, flags) }
+            with_msg(range, |msg| {
+                // SAFETY: `src` is registered memory borrowed for the call and,
+                // by GASPI's rule, left unchanged until the completion; the
+                // message structs live through the call, which copies them.
+                unsafe { sys::fi_writemsg(self.ptr, msg, flags) }
+            })
         });
         if result.is_err() && tracked {
             self.peer_state(peer.rank, |p| p.outstanding -= 1);
@@ -193,28 +225,20 @@ impl Endpoint {
             flags |= sys::FI_INJECT as u64;
         }
         self.post(peer, "fi_writemsg (with data)", || {
-            let iov = sys::iovec {
-                iov_base: src.ptr.cast(),
-                iov_len: src.len,
-            };
-            let mut desc = src.desc;
-            let rma = sys::fi_rma_iov {
-                addr,
+            let range = OneRange {
+                local: src.ptr.cast(),
                 len: src.len,
+                desc: src.desc,
+                remote: addr,
                 key: dst.key,
-            };
-            let msg = sys::fi_msg_rma {
-                msg_iov: &iov,
-                desc: &mut desc,
-                iov_count: 1,
-                addr: peer.addr,
-                rma_iov: &rma,
-                rma_iov_count: 1,
+                peer: peer.addr,
                 context: context(token, false),
                 data,
             };
-            // SAFETY: as in `write`.
-            unsafe { sys::fi_writemsg(self.ptr, &msg, flags) }
+            with_msg(range, |msg| {
+                // SAFETY: as in `write`.
+                unsafe { sys::fi_writemsg(self.ptr, msg, flags) }
+            })
         })
     }
 
@@ -272,30 +296,22 @@ impl Endpoint {
             flags |= sys::FI_FENCE as u64;
         }
         let value = word.value;
-        let iov = sys::iovec {
-            iov_base: (&value as *const u32).cast_mut().cast(),
-            iov_len: 4,
-        };
-        let mut desc = std::ptr::null_mut();
-        let rma = sys::fi_rma_iov {
-            addr: word.addr,
+        let range = OneRange {
+            local: (&value as *const u32).cast_mut().cast(),
             len: 4,
+            desc: std::ptr::null_mut(),
+            remote: word.addr,
             key: word.key,
-        };
-        let msg = sys::fi_msg_rma {
-            msg_iov: &iov,
-            desc: &mut desc,
-            iov_count: 1,
-            addr: word.peer.addr,
-            rma_iov: &rma,
-            rma_iov_count: 1,
+            peer: word.peer.addr,
             context: context(token, false),
             data: 0,
         };
-        // SAFETY: FI_INJECT: the 4 bytes are copied before the call
-        // returns, so a stack value and no registration do; the structs
-        // live through the call.
-        unsafe { sys::fi_writemsg(self.ptr, &msg, flags) }
+        with_msg(range, |msg| {
+            // SAFETY: FI_INJECT: the 4 bytes are copied before the call
+            // returns, so a stack value and no registration do; the structs
+            // live through the call.
+            unsafe { sys::fi_writemsg(self.ptr, msg, flags) }
+        })
     }
 
     /// Reads `dst.len()` bytes at `offset` of the peer's registration
@@ -321,29 +337,21 @@ impl Endpoint {
             id,
         };
         self.post(peer, "fi_readmsg", || {
-            let iov = sys::iovec {
-                iov_base: dst.ptr.cast(),
-                iov_len: dst.len,
-            };
-            let mut desc = dst.desc;
-            let rma = sys::fi_rma_iov {
-                addr,
+            let range = OneRange {
+                local: dst.ptr.cast(),
                 len: dst.len,
+                desc: dst.desc,
+                remote: addr,
                 key: src.key,
-            };
-            let msg = sys::fi_msg_rma {
-                msg_iov: &iov,
-                desc: &mut desc,
-                iov_count: 1,
-                addr: peer.addr,
-                rma_iov: &rma,
-                rma_iov_count: 1,
+                peer: peer.addr,
                 context: context(token, false),
                 data: 0,
             };
-            // SAFETY: `dst` is registered memory the caller leaves alone
-            // until the completion; the structs live through the call.
-            unsafe { sys::fi_readmsg(self.ptr, &msg, sys::FI_COMPLETION as u64) }
+            with_msg(range, |msg| {
+                // SAFETY: `dst` is registered memory the caller leaves alone
+                // until the completion; the structs live through the call.
+                unsafe { sys::fi_readmsg(self.ptr, msg, sys::FI_COMPLETION as u64) }
+            })
         })
     }
 
