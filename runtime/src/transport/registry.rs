@@ -41,12 +41,10 @@ pub(crate) fn open_network(
     rank: Rank,
     size: u32,
 ) -> Result<Vec<Arc<dyn NetworkTransport>>> {
-    let required = match config.transport {
-        TransportChoice::Tcp => return Ok(Vec::new()),
-        TransportChoice::Auto => None,
-        TransportChoice::Verbs => Some("verbs"),
-    };
-    if let Some(name) = required {
+    if config.transport == TransportChoice::Tcp {
+        return Ok(Vec::new());
+    }
+    if let Some(name) = required(config) {
         let Some((_, open)) = NETWORK.iter().find(|(n, _)| *n == name) else {
             return Err(Error::Config(format!(
                 "GASPI_TRANSPORT={name}: this build has no {name} transport (build with --features {name})"
@@ -88,11 +86,21 @@ pub(crate) fn connect_pair(
             return t.clone().connect(me, peer, bytes).map(Some);
         }
     }
-    match config.transport {
-        TransportChoice::Verbs => Err(Error::NoTransport {
+    match required(config) {
+        Some(name) => Err(Error::NoTransport {
             rank: peer,
-            reason: "GASPI_TRANSPORT=verbs and it has no RDMA device".into(),
+            reason: format!(
+                "GASPI_TRANSPORT={name} and it published no {name} endpoint (no device?)"
+            ),
         }),
-        _ => Ok(None),
+        None => Ok(None),
+    }
+}
+
+/// The network transport `GASPI_TRANSPORT` names, if it names one.
+fn required(config: &Config) -> Option<&'static str> {
+    match config.transport {
+        TransportChoice::Auto | TransportChoice::Tcp => None,
+        TransportChoice::Verbs => Some("verbs"),
     }
 }
