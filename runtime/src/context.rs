@@ -42,7 +42,7 @@ pub(crate) struct Inner {
     /// The GPU path: home device, queue streams' work, owner-run copies.
     pub gpu: Arc<crate::gpu::Gpu>,
     /// What this rank's waiters do while they spin: help with copies
-    /// posted to it (`transport/assisted_copy.rs`); `None` when off.
+    /// posted to it (`protocol/assisted_copy.rs`); `None` when off.
     pub copy_helper: Option<Arc<CopyHelper>>,
     /// Connections of TCP peers that waiting threads read themselves
     /// (`waiter_progress.rs`).

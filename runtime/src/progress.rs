@@ -4,7 +4,7 @@
 //! `mio`), maps segments peers register, answers pings, applies the TCP
 //! transport's requests, and notices peers that go away: a connection that
 //! closes without a goodbye marks its rank corrupt in the error-state
-//! vector, tells every connected peer (`Inner::mark_gone`) and wakes every
+//! vector, tells every connected peer (`Peers::mark_gone`) and wakes every
 //! waiter, so calls that need that rank fail with an error naming it
 //! instead of hanging. It blocks in `epoll_wait` when there is nothing to
 //! do: no core is burnt.
@@ -15,7 +15,7 @@
 //! (`net::handshake::Pending`, a deadline of its own per connection), so a
 //! stranger that connects and says nothing costs nothing but a socket for a
 //! few seconds. Connections this rank's own threads make reach the engine
-//! through `Inner::made_connections` and its waker.
+//! through `Peers::made_connections` and its waker.
 
 use crate::base::Base;
 use crate::model::error::{Error, Result};

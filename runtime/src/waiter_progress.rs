@@ -354,7 +354,7 @@ impl WaiterProgress {
 }
 
 /// What a rank's waiters do while they spin (`gaspi_notify::SpinWork`): help
-/// with copies posted to this rank (`transport/assisted_copy.rs`) and read
+/// with copies posted to this rank (`protocol/assisted_copy.rs`) and read
 /// the connections of TCP peers.
 #[derive(Debug)]
 pub(crate) struct WaitWork {

@@ -118,7 +118,7 @@ pub struct Config {
     /// Writes of at least this many bytes into a same-host rank's host
     /// segment are copied by the writer and, while it waits (spins) for
     /// a notification or in a barrier, by the target too (a
-    /// target-assisted copy; `runtime/src/transport/assisted_copy.rs`).
+    /// target-assisted copy; `runtime/src/protocol/assisted_copy.rs`).
     /// `None` chooses by load: `DEFAULT_COPY_ASSIST_MIN` (128 KiB) when this host's
     /// ranks fit its cores, never on an oversubscribed host (a helper there
     /// would take the core of a rank that computes). `Some(0)`: never.

@@ -42,7 +42,7 @@ pub struct SegmentDescriptor {
     /// Which segment of its owner this is: a number no other segment of
     /// the owner's process had, so a peer can tell a segment from one
     /// deleted and created again under the same id (the target-assisted
-    /// copy checks it, `transport/assisted_copy.rs`).
+    /// copy checks it, `protocol/assisted_copy.rs`).
     #[serde(default)]
     pub instance: u64,
     /// What each transport that registered the segment at its creation

@@ -1,7 +1,7 @@
 //! Statistics: calls per operation, bytes written and read, time spent waiting.
 //!
 //! Always on, so they must cost next to nothing on the write path, which
-//! is tuned to a few tens of nanoseconds (see `segments/tables.rs`). A
+//! is tuned to a few tens of nanoseconds (see `transport/tables.rs`). A
 //! shared atomic counter would cost a locked read-modify-write per call
 //! and bounce its cache line between threads. Instead every thread that calls the runtime
 //! gets its own block of counters, registered once with the context; only
@@ -150,7 +150,7 @@ impl Stats {
     }
 
     /// Adds bytes this rank's waiters copied for a peer's write (a
-    /// target-assisted copy, `transport/assisted_copy.rs`).
+    /// target-assisted copy, `protocol/assisted_copy.rs`).
     pub fn copied_for_peers(&self, bytes: u64) {
         self.with_cells(|c| c.bump(COPIED_FOR_PEERS, bytes));
     }

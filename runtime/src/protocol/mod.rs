@@ -12,7 +12,7 @@
 //! - routed (`put_routed`, `notify_routed`, `get_routed`): the owner runs
 //!   the copy into its GPU segment (`owner_route` decides,
 //!   `gpu/owner_copy.rs` runs it), the queue's GPU stream, the assisted
-//!   copy of a large write (`transport/assisted_copy.rs`), or the
+//!   copy of a large write (`protocol/assisted_copy.rs`), or the
 //!   transport's own `put` and `notify`;
 //! - network (`put_network`): a transport whose requests complete later
 //!   sends from where the bytes lie when it would rather
@@ -59,7 +59,7 @@ impl Protocol {
     ///   (which a CPU copy or store must not overtake): the queue's stream;
     /// - host memory at both ends, mapped here: a copy (checked first, it
     ///   is the common case), shared with the target when it is large and
-    ///   the target waits for it (`transport/assisted_copy.rs`);
+    ///   the target waits for it (`protocol/assisted_copy.rs`);
     /// - else a copy through the transport.
     pub(crate) fn put_routed(
         &self,
@@ -339,7 +339,7 @@ impl Protocol {
     /// flight that the request must follow. Everything here is inlined
     /// into the caller: no call but the copy, no virtual call, no closure
     /// environment on the stack, and no store but the request's own bytes
-    /// and counters (see `segments/tables.rs` for why stores and loads
+    /// and counters (see `transport/tables.rs` for why stores and loads
     /// after a copy matter). Its checks only choose between the paths: any
     /// `false` comes before anything changed, and the general path then
     /// runs the same request again, routes what is not short and reports

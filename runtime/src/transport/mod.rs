@@ -180,7 +180,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
 /// A remote segment as memory this process reaches with plain loads and
 /// stores: its data mapped here, its notification words in host memory.
 ///
-/// The runtime's short path (`Inner::put_routed`) copies and stores through
+/// The runtime's short path (`Protocol::put_routed`) copies and stores through
 /// it directly instead of through the trait's `put` and `notify`, the way
 /// UCX's short protocols skip the generic one: on a shared-memory
 /// ping-pong every indirect call is a visible part of the round trip.
