@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 
 /// The compiled programs, once per test process.
 struct Programs {
-    dir: TempDir,
+    /// Under cargo's scratch folder for integration tests
+    /// (`CARGO_TARGET_TMPDIR`): a static is never dropped, so a folder
+    /// under /tmp would outlive every run.
+    dir: PathBuf,
 }
 
 impl Programs {
     fn get(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.dir.join(name)
     }
 }
 
@@ -40,10 +43,12 @@ fn programs() -> Option<&'static Programs> {
             // first program it sees, which must be in the target directory.
             gaspi_run(&rank_bin!());
             let lib = capi_library(&rank_bin!());
-            let dir = TempDir::new("capi");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi-programs");
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("creating the programs' folder");
             // The soname is libGPI2.so.0, as GPI-2's: programs need both names.
             for name in ["libGPI2.so", "libGPI2.so.0"] {
-                std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("symlink");
+                std::os::unix::fs::symlink(&lib, dir.as_path().join(name)).expect("symlink");
             }
             let src = root().join("tests/capi");
             for name in [
@@ -54,8 +59,8 @@ fn programs() -> Option<&'static Programs> {
                     "cc",
                     "-std=c11",
                     &source,
-                    dir.path(),
-                    &dir.path().join(name),
+                    dir.as_path(),
+                    &dir.as_path().join(name),
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
             }
@@ -63,8 +68,8 @@ fn programs() -> Option<&'static Programs> {
                 "c++",
                 "-std=c++17",
                 &src.join("hello.cpp"),
-                dir.path(),
-                &dir.path().join("hello_cpp"),
+                dir.as_path(),
+                &dir.as_path().join("hello_cpp"),
             )
             .unwrap_or_else(|e| panic!("{e}"));
             Some(Programs { dir })
@@ -320,9 +325,9 @@ fn fortran_programs_use_the_module() {
         .arg(root().join("runtime/capi/fortran/gaspi.f90"))
         .arg(root().join("tests/capi/fortran/ring.f90"))
         .arg("-L")
-        .arg(p.dir.path())
+        .arg(p.dir.as_path())
         .arg("-lGPI2")
-        .arg(format!("-Wl,-rpath,{}", p.dir.path().display()))
+        .arg(format!("-Wl,-rpath,{}", p.dir.as_path().display()))
         .arg("-o")
         .arg(&exe)
         .output()
