@@ -1165,3 +1165,26 @@ pub fn unix_us() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros())
 }
+
+/// What a rank program's steps return: a failure is a message naming the
+/// file and line where it was found (see [`fail!`]).
+pub type RankResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+/// Returns from a rank program's step with an error naming this file and
+/// line and the formatted message.
+#[macro_export]
+macro_rules! fail {
+    ($($t:tt)*) => {
+        return Err(format!("{}:{}: {}", file!(), line!(), format!($($t)*)).into())
+    };
+}
+
+/// [`fail!`] unless the condition holds.
+#[macro_export]
+macro_rules! ensure {
+    ($c:expr, $($t:tt)*) => {
+        if !$c {
+            $crate::fail!($($t)*)
+        }
+    };
+}

@@ -15,21 +15,7 @@ use gaspi::{
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
-
-macro_rules! fail {
-    ($($t:tt)*) => {
-        return Err(format!("{}:{}: {}", file!(), line!(), format!($($t)*)).into())
-    };
-}
-
-macro_rules! ensure {
-    ($c:expr, $($t:tt)*) => {
-        if !$c {
-            fail!($($t)*)
-        }
-    };
-}
+use gaspi_tests::{ensure, fail, RankResult as Res};
 
 #[derive(Parser)]
 #[command(

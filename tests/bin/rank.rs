@@ -16,24 +16,10 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+use gaspi_tests::{ensure, fail, RankResult as Res};
 
 /// This process's rank once known (for messages), -1 before.
 static RANK: AtomicI64 = AtomicI64::new(-1);
-
-macro_rules! fail {
-    ($($t:tt)*) => {
-        return Err(format!("{}:{}: {}", file!(), line!(), format!($($t)*)).into())
-    };
-}
-
-macro_rules! ensure {
-    ($c:expr, $($t:tt)*) => {
-        if !$c {
-            fail!($($t)*)
-        }
-    };
-}
 
 /// Checks that `$call` fails with an error matching `$pat` (and `$guard`).
 macro_rules! expect_err {
