@@ -31,6 +31,8 @@ pub(crate) type Opener = fn(&Config, Rank, u32) -> Result<Arc<dyn NetworkTranspo
 pub(crate) const NETWORK: &[(&str, Opener)] = &[
     #[cfg(feature = "verbs")]
     ("verbs", super::verbs::open),
+    #[cfg(feature = "libfabric")]
+    ("libfabric", super::libfabric::open),
 ];
 
 /// Opens the network transports `config` allows: none under
@@ -45,6 +47,7 @@ pub(crate) fn open_network(
         TransportChoice::Tcp => return Ok(Vec::new()),
         TransportChoice::Auto => None,
         TransportChoice::Verbs => Some("verbs"),
+        TransportChoice::Libfabric => Some("libfabric"),
     };
     if let Some(name) = required {
         let Some((_, open)) = NETWORK.iter().find(|(n, _)| *n == name) else {
@@ -92,6 +95,10 @@ pub(crate) fn connect_pair(
         TransportChoice::Verbs => Err(Error::NoTransport {
             rank: peer,
             reason: "GASPI_TRANSPORT=verbs and it has no RDMA device".into(),
+        }),
+        TransportChoice::Libfabric => Err(Error::NoTransport {
+            rank: peer,
+            reason: "GASPI_TRANSPORT=libfabric and it opened no libfabric provider".into(),
         }),
         _ => Ok(None),
     }

@@ -172,6 +172,7 @@ mod objects;
 mod ops;
 #[cfg(test)]
 mod tests;
+mod transport;
 
 pub(crate) use error::{FabricError, Result};
 pub(crate) use info::{Attributes, Info, NotifyOrder, Query};
@@ -180,6 +181,7 @@ pub(crate) use objects::{
     AddressVector, CompletionQueue, Domain, Endpoint, Event, Fabric, Peer, Token,
 };
 pub(crate) use ops::MAX_RANK;
+pub(crate) use transport::{open, FabricTransport, NAME};
 
 /// Everything one process opens to talk over a provider: its fabric,
 /// domain, completion queue, address vector and endpoint.
