@@ -357,4 +357,11 @@ pub(crate) trait NetworkTransport: Send + Sync + std::fmt::Debug {
     /// Makes progress once (reads completions); a waiting thread calls it
     /// for a moment before it sleeps.
     fn progress(&self) {}
+    /// At shutdown, before the goodbyes: makes sure what this rank wrote
+    /// has landed at its targets (a peer told of the end must not find a
+    /// notification of a last barrier still on its way), for at most
+    /// `bound`.
+    fn flush(&self, bound: std::time::Duration) {
+        let _ = bound;
+    }
 }

@@ -43,6 +43,7 @@ use super::{
     Access, AddressVector, Endpoint, Event, MemoryRegion, Node, Peer, Query, RemoteMemory, Token,
 };
 use crate::model::descriptor::SegmentDescriptor;
+use crate::model::config::TransportChoice;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{AtomicOp, Rank, RankState};
 use crate::net::peers::Peers;
@@ -52,9 +53,9 @@ use crate::transport::{
     Capabilities, Completion, GpuView, NetworkTransport, RemoteSegment, Transport, Via,
 };
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// This transport's name in `GASPI_TRANSPORT`, logs, keys and endpoints.
 pub(crate) const NAME: &str = "libfabric";
@@ -227,6 +228,11 @@ struct Shared {
     next_id: AtomicU32,
     /// Reads in flight per owner (for `read_notify`).
     reads: Mutex<HashMap<u32, Reads>>,
+    /// Whether this rank wrote to each rank since the last flush.
+    wrote: Vec<AtomicBool>,
+    /// Each rank's first segment attached (its system segment's words):
+    /// where a flush reads from.
+    flush_from: Vec<OnceLock<RemoteMemory>>,
     nic_atomics: bool,
     bound: OnceLock<Bound>,
 }
@@ -354,6 +360,28 @@ impl NetworkTransport for FabricTransport {
     fn progress(&self) {
         self.shared.progress();
     }
+
+    /// A 4-byte read from every rank written to since the last flush,
+    /// waited for: the target answers it after applying the writes before
+    /// it (one ordered stream per pair under `tcp;ofi_rxm`, a queue pair's
+    /// order under `verbs;ofi_rxm`; with delivery-complete writes, every
+    /// write is in place when its completion is read).
+    fn flush(&self, bound: Duration) {
+        let s = &self.shared;
+        let until = Instant::now() + bound;
+        for r in 0..s.wrote.len() {
+            if !s.wrote[r].swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            let Some(from) = s.flush_from[r].get().copied() else {
+                continue;
+            };
+            let rank = Rank(r as u32);
+            if let Err(e) = s.read_blocking(rank, &from, 0, 4, Some(until)) {
+                tracing::debug!("flushing the libfabric writes to {rank}: {e}");
+            }
+        }
+    }
 }
 
 impl FabricTransport {
@@ -386,6 +414,20 @@ impl FabricTransport {
         }
         .map_err(fabric_error)?;
         let a = node.endpoint.attributes();
+        // Under `auto`, a provider that runs over sockets itself is no
+        // better than the runtime's own TCP transport: it is taken only
+        // when asked for (GASPI_TRANSPORT=libfabric or GASPI_NET_PROVIDER).
+        let software = ["tcp", "sockets", "udp"]
+            .iter()
+            .any(|p| a.provider.starts_with(p));
+        if config.transport == TransportChoice::Auto && config.net_provider.is_none() && software
+        {
+            return Err(Error::Libfabric(format!(
+                "only the software provider {} is offered here, no better than TCP \
+                 (GASPI_TRANSPORT=libfabric or GASPI_NET_PROVIDER takes it)",
+                a.provider
+            )));
+        }
         tracing::info!(
             rank = rank.0,
             "libfabric provider {} (domain {}, fabric {}), notifications {}, {}",
@@ -409,6 +451,8 @@ impl FabricTransport {
                 pending: Mutex::new(HashMap::new()),
                 next_id: AtomicU32::new(1),
                 reads: Mutex::new(HashMap::new()),
+                wrote: (0..size).map(|_| AtomicBool::new(false)).collect(),
+                flush_from: (0..size).map(|_| OnceLock::new()).collect(),
                 bound: OnceLock::new(),
             }),
         })
@@ -565,6 +609,11 @@ impl Shared {
         if let Some(q) = via.queue {
             q.outstanding.add(rank, 1);
         }
+        if !read {
+            if let Some(w) = self.wrote.get(rank.0 as usize) {
+                w.store(true, Ordering::Release);
+            }
+        }
         if read {
             self.reads
                 .lock()
@@ -607,8 +656,30 @@ impl Shared {
         }
     }
 
-    /// Waits for the request of `slot` to `rank`, reading completions.
-    fn wait_for(&self, rank: Rank, slot: &Slot) -> Result<()> {
+    /// Reads `len` bytes at `offset` of `rank`'s registration `from` into
+    /// a staging buffer and waits for them (until `until`, if given).
+    fn read_blocking(
+        &self,
+        rank: Rank,
+        from: &RemoteMemory,
+        offset: u64,
+        len: usize,
+        until: Option<Instant>,
+    ) -> Result<Staging> {
+        let staging = Staging::new(&self.endpoint, len)?;
+        let slot = Arc::new(Slot::default());
+        let slice = staging.mr.slice(0, len).map_err(fabric_error)?;
+        let ep = &self.endpoint;
+        self.post(rank, Via::INTERNAL, false, Then::Wake(slot.clone()), |peer, id| {
+            ep.read(peer, slice, from, offset, id)
+        })?;
+        self.wait_for(rank, &slot, until)?;
+        Ok(staging)
+    }
+
+    /// Waits for the request of `slot` to `rank`, reading completions
+    /// (until `until`, if given).
+    fn wait_for(&self, rank: Rank, slot: &Slot, until: Option<Instant>) -> Result<()> {
         let peers = self.peers()?;
         let mut done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -618,6 +689,11 @@ impl Shared {
                 None => {}
             }
             peers.peer_ok(rank)?;
+            if until.is_some_and(|t| Instant::now() > t) {
+                return Err(Error::Timeout {
+                    op: "a libfabric flush",
+                });
+            }
             drop(done);
             self.progress();
             done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
@@ -653,6 +729,9 @@ impl Transport for FabricTransport {
             })?;
             return tcp.attach(owner, seg, desc, home);
         };
+        if let Some(f) = self.shared.flush_from.get(owner.0 as usize) {
+            let _ = f.set(keys.words);
+        }
         Ok(Box::new(FabricSegment {
             owner,
             size: desc.size,
@@ -792,26 +871,19 @@ impl RemoteSegment for FabricSegment {
     }
 
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
-        let s = &self.shared;
         let mut at = 0usize;
         while at < len {
             let n = (len - at).min(self.piece());
-            let staging = Staging::new(&s.endpoint, n)?;
-            let slot = Arc::new(Slot::default());
-            let slice = staging.mr.slice(0, n).map_err(fabric_error)?;
-            let (ep, src, off) = (&s.endpoint, &self.keys.data, offset + at as u64);
-            s.post(
+            let staging = self.shared.read_blocking(
                 self.owner,
-                Via::INTERNAL,
-                false,
-                Then::Wake(slot.clone()),
-                |peer, id| ep.read(peer, slice, src, off, id),
+                &self.keys.data,
+                offset + at as u64,
+                n,
+                None,
             )?;
-            s.wait_for(self.owner, &slot)?;
             // SAFETY: the caller guarantees `dst` is valid for `len` bytes;
             // at + n <= len; the read completed into the staging buffer.
             unsafe { std::ptr::copy_nonoverlapping(staging.ptr(), dst.add(at), n) };
-            drop(staging);
             at += n;
         }
         Ok(())
@@ -905,7 +977,7 @@ impl RemoteSegment for FabricSegment {
                 }
             },
         )?;
-        s.wait_for(self.owner, &slot)?;
+        s.wait_for(self.owner, &slot, None)?;
         // SAFETY: 24 bytes, 8-aligned; the atomic completed, so the old
         // value is in bytes 16..24 and no one writes them any more.
         let old = unsafe { scratch.ptr().add(16).cast::<u64>().read_volatile() };
