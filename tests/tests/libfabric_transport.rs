@@ -72,7 +72,8 @@ fn over_fabric(test: &str, program: &Path, ranks: u32, args: &[&str]) -> bool {
         out.dump()
     );
     assert!(
-        out.stderr.contains(&format!("libfabric provider {PROVIDER}")),
+        out.stderr
+            .contains(&format!("libfabric provider {PROVIDER}")),
         "the provider is not said:\n{}",
         out.dump()
     );

@@ -32,7 +32,7 @@ pub(crate) const NETWORK: &[(&str, Opener)] = &[
     #[cfg(feature = "verbs")]
     ("verbs", super::verbs::open),
     #[cfg(feature = "libfabric")]
-    ("libfabric", super::libfabric::open),
+    ("libfabric", super::libfabric_transport::open),
 ];
 
 /// Opens the network transports `config` allows: none under

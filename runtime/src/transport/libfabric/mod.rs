@@ -161,8 +161,9 @@
 //! - Progress: the completion queue's descriptor in the engine's epoll
 //!   set, and [`Endpoint::poll`] in the waiters' spin, as above.
 
-// Nothing in the runtime calls this layer until the transport is plugged
-// into the seam of issue 27; its tests use it all.
+// Parts of the layer serve only its own tests and the benchmark program,
+// which compiles these sources into itself (`bench/src/fabric.rs`):
+// remote CQ data, `LocalMemory`, the mechanisms' names.
 #![allow(dead_code, unused_imports)]
 
 mod error;
@@ -172,7 +173,6 @@ mod objects;
 mod ops;
 #[cfg(test)]
 mod tests;
-mod transport;
 
 pub(crate) use error::{FabricError, Result};
 pub(crate) use info::{Attributes, Info, NotifyOrder, Query};
@@ -181,7 +181,6 @@ pub(crate) use objects::{
     AddressVector, CompletionQueue, Domain, Endpoint, Event, Fabric, Peer, Token,
 };
 pub(crate) use ops::MAX_RANK;
-pub(crate) use transport::{open, FabricTransport, NAME};
 
 /// Everything one process opens to talk over a provider: its fabric,
 /// domain, completion queue, address vector and endpoint.

@@ -19,7 +19,7 @@
 //!   source segment where it lies (GASPI leaves a write's source unchanged
 //!   until `wait`), else from a registered staging copy; `notify` =
 //!   [`Endpoint::notify`], which the layer orders after every write posted
-//!   before it to that peer ([`super::NotifyOrder`]); `read` =
+//!   before it to that peer ([`super::libfabric::NotifyOrder`]); `read` =
 //!   [`Endpoint::read`] straight into the registered local segment;
 //!   `read_notify` sets the local word when every read posted before it to
 //!   that owner has completed (libfabric does not complete reads in
@@ -38,12 +38,12 @@
 //! - **Not here yet.** GPU segments are not registered: their descriptors
 //!   carry no key, and peers reach them through TCP (the fallback).
 
-use super::error::FabricError;
-use super::{
-    Access, AddressVector, Endpoint, Event, MemoryRegion, Node, Peer, Query, RemoteMemory, Token,
+use super::libfabric::{
+    Access, AddressVector, Endpoint, Event, FabricError, MemoryRegion, Node, Peer, Query,
+    RemoteMemory, Token,
 };
-use crate::model::descriptor::SegmentDescriptor;
 use crate::model::config::TransportChoice;
+use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{AtomicOp, Rank, RankState};
 use crate::net::peers::Peers;
@@ -95,7 +95,8 @@ fn source_towards(to: std::net::SocketAddr) -> Option<String> {
 struct Registration {
     /// `None` for a segment of 0 bytes.
     data: Option<MemoryRegion<'static>>,
-    words: MemoryRegion<'static>,
+    /// Kept open while the segment lives.
+    _words: MemoryRegion<'static>,
 }
 
 /// The keys of a peer's segment, as its descriptor carries them.
@@ -137,7 +138,6 @@ struct Staging {
     /// Declared first: closed before the buffer is freed.
     mr: MemoryRegion<'static>,
     buf: Box<[u64]>,
-    len: usize,
 }
 
 impl Staging {
@@ -150,7 +150,7 @@ impl Staging {
             MemoryRegion::register_raw(endpoint, buf.as_mut_ptr().cast(), len.max(1), Access::LOCAL)
         }
         .map_err(fabric_error)?;
-        Ok(Staging { mr, buf, len })
+        Ok(Staging { mr, buf })
     }
 
     fn ptr(&self) -> *mut u8 {
@@ -310,7 +310,7 @@ impl NetworkTransport for FabricTransport {
         let data = match seg.size {
             0 => None,
             n => Some(
-                unsafe { MemoryRegion::register_raw(ep, seg.data(), n as usize, Access::ALL) }
+                unsafe { MemoryRegion::register_raw(ep, seg.data(), n, Access::ALL) }
                     .map_err(fabric_error)?,
             ),
         };
@@ -332,8 +332,10 @@ impl NetworkTransport for FabricTransport {
             words: words.remote(),
         };
         seg.descriptor.set_key(NAME, keys.pack());
-        seg.registrations
-            .push(Box::new(Registration { data, words }));
+        seg.registrations.push(Box::new(Registration {
+            data,
+            _words: words,
+        }));
         // The words are stored by the provider (or, under manual progress,
         // by the completion thread inside libfabric): no futex wake.
         seg.notifications.mark_silent_writer();
@@ -420,8 +422,7 @@ impl FabricTransport {
         let software = ["tcp", "sockets", "udp"]
             .iter()
             .any(|p| a.provider.starts_with(p));
-        if config.transport == TransportChoice::Auto && config.net_provider.is_none() && software
-        {
+        if config.transport == TransportChoice::Auto && config.net_provider.is_none() && software {
             return Err(Error::Libfabric(format!(
                 "only the software provider {} is offered here, no better than TCP \
                  (GASPI_TRANSPORT=libfabric or GASPI_NET_PROVIDER takes it)",
@@ -581,7 +582,7 @@ impl Shared {
         via: Via<'_>,
         read: bool,
         then: Then,
-        op: impl FnOnce(Peer, u32) -> super::Result<()>,
+        op: impl FnOnce(Peer, u32) -> super::libfabric::Result<()>,
     ) -> Result<u32> {
         let peers = self.peers()?;
         peers.peer_ok(rank)?;
@@ -670,9 +671,13 @@ impl Shared {
         let slot = Arc::new(Slot::default());
         let slice = staging.mr.slice(0, len).map_err(fabric_error)?;
         let ep = &self.endpoint;
-        self.post(rank, Via::INTERNAL, false, Then::Wake(slot.clone()), |peer, id| {
-            ep.read(peer, slice, from, offset, id)
-        })?;
+        self.post(
+            rank,
+            Via::INTERNAL,
+            false,
+            Then::Wake(slot.clone()),
+            |peer, id| ep.read(peer, slice, from, offset, id),
+        )?;
         self.wait_for(rank, &slot, until)?;
         Ok(staging)
     }
