@@ -11,6 +11,9 @@
 //!   endpoint bytes ([`NetworkTransport::endpoint`]) are the provider's
 //!   name and the endpoint's address; `connect` inserts a peer's address
 //!   in the address vector (a peer on another provider is refused, named).
+//!   Under `GASPI_TRANSPORT=auto` a provider over sockets (`tcp;ofi_rxm`)
+//!   is opened only when `GASPI_NET_PROVIDER` names it: it is no better
+//!   than the runtime's own TCP.
 //! - **Memory.** Every host segment's data and notification words are
 //!   registered when it is created; the two [`RemoteMemory`] values (48
 //!   bytes) are the segment descriptor's `libfabric` key. The registration
@@ -35,6 +38,10 @@
 //!   (`tcp;ofi_rxm`, `verbs;ofi_rxm`) that thread is also what applies
 //!   peers' writes to this rank's memory. `wait` reads it too while it
 //!   spins ([`NetworkTransport::progress`]).
+//! - **Shutdown.** [`NetworkTransport::flush`] reads 4 bytes from every
+//!   rank written to and waits: the target answers after applying the
+//!   writes before it, so a peer told of this rank's end has its last
+//!   notifications (decision 0049).
 //! - **Not here yet.** GPU segments are not registered: their descriptors
 //!   carry no key, and peers reach them through TCP (the fallback).
 
