@@ -341,6 +341,7 @@ impl Gaspi {
         let wait_work = WaitWork::new(
             copy_helper.clone(),
             tcp_peers.then(|| waiter_progress.clone()),
+            &network,
         );
         if let Some(work) = &wait_work {
             system.notifications.set_spin_work(work.clone());

@@ -363,6 +363,12 @@ pub(crate) trait NetworkTransport: Send + Sync + std::fmt::Debug {
     /// Makes progress once (reads completions); a waiting thread calls it
     /// for a moment before it sleeps.
     fn progress(&self) {}
+    /// Whether threads that spin on a notification word should call
+    /// [`Self::progress`] (a provider that applies peers' writes only
+    /// while this process reads its completion queue).
+    fn progress_in_waits(&self) -> bool {
+        false
+    }
     /// At shutdown, before the goodbyes: makes sure what this rank wrote
     /// has landed at its targets (a peer told of the end must not find a
     /// notification of a last barrier still on its way), for at most

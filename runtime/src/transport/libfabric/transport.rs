@@ -370,6 +370,10 @@ impl NetworkTransport for FabricTransport {
         self.shared.progress();
     }
 
+    fn progress_in_waits(&self) -> bool {
+        self.shared.endpoint.attributes().manual_progress
+    }
+
     /// A 4-byte read from every rank written to since the last flush,
     /// waited for: the target answers it after applying the writes before
     /// it (one ordered stream per pair under `tcp;ofi_rxm`, a queue pair's
