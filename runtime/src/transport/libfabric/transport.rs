@@ -682,14 +682,19 @@ impl Shared {
         let slot = Arc::new(Slot::default());
         let slice = staging.mr.slice(0, len).map_err(fabric_error)?;
         let ep = &self.endpoint;
-        self.post(
+        let id = self.post(
             rank,
             Via::INTERNAL,
             false,
             Then::Wake(slot.clone()),
             |peer, id| ep.read(peer, slice, from, offset, id),
         )?;
-        self.wait_for(rank, &slot, until)?;
+        if let Err(e) = self.wait_for(rank, &slot, until) {
+            // The read may still land (a peer that answered, then ended):
+            // its buffer stays registered until it completes.
+            self.attach(id, Then::Keep(staging));
+            return Err(e);
+        }
         Ok(staging)
     }
 
@@ -698,13 +703,20 @@ impl Shared {
     fn wait_for(&self, rank: Rank, slot: &Slot, until: Option<Instant>) -> Result<()> {
         let peers = self.peers()?;
         let mut done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
+        // A peer seen ended may have answered first: one more look.
+        let mut last_look = false;
         loop {
             match done.take() {
                 Some(Ok(())) => return Ok(()),
                 Some(Err(reason)) => return Err(Error::RdmaFailed { rank, reason }),
                 None => {}
             }
-            peers.peer_ok(rank)?;
+            if let Err(e) = peers.peer_ok(rank) {
+                if last_look {
+                    return Err(e);
+                }
+                last_look = true;
+            }
             if until.is_some_and(|t| Instant::now() > t) {
                 return Err(Error::Timeout {
                     op: "a libfabric flush",
@@ -981,7 +993,7 @@ impl RemoteSegment for FabricSegment {
         let slot = Arc::new(Slot::default());
         let slice = scratch.mr.slice(0, 24).map_err(fabric_error)?;
         let (ep, target) = (&s.endpoint, &self.keys.data);
-        s.post(
+        let id = s.post(
             self.owner,
             Via::INTERNAL,
             false,
@@ -993,7 +1005,11 @@ impl RemoteSegment for FabricSegment {
                 }
             },
         )?;
-        s.wait_for(self.owner, &slot, None)?;
+        if let Err(e) = s.wait_for(self.owner, &slot, None) {
+            // The result may still land: the scratch stays until then.
+            s.attach(id, Then::Keep(scratch));
+            return Err(e);
+        }
         // SAFETY: 24 bytes, 8-aligned; the atomic completed, so the old
         // value is in bytes 16..24 and no one writes them any more.
         let old = unsafe { scratch.ptr().add(16).cast::<u64>().read_volatile() };
