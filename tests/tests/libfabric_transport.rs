@@ -234,3 +234,22 @@ fn a_job_across_two_hosts_mixes_shared_memory_and_libfabric() {
         across(&hosts, &model_bin(), &[scenario]);
     }
 }
+
+#[test]
+fn a_build_without_the_feature_refuses_gaspi_transport_libfabric_naming_it() {
+    let test = "a_build_without_the_feature_refuses_gaspi_transport_libfabric_naming_it";
+    if cannot_run().is_none() {
+        return skip(test, "built with --features gaspi/libfabric");
+    }
+    let out = Job::new(&rank_bin!(), 2)
+        .env("GASPI_TRANSPORT", "libfabric")
+        .args(&["hello"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert_ne!(out.code, 0, "{}", out.dump());
+    assert!(
+        out.stderr.contains("--features libfabric"),
+        "the missing feature is not named:\n{}",
+        out.dump()
+    );
+}
