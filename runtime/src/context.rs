@@ -341,6 +341,7 @@ impl Gaspi {
         let wait_work = WaitWork::new(
             copy_helper.clone(),
             tcp_peers.then(|| waiter_progress.clone()),
+            &network,
         );
         if let Some(work) = &wait_work {
             system.notifications.set_spin_work(work.clone());
@@ -475,6 +476,10 @@ impl Gaspi {
         // failed naming a dead rank may have seen a send fail before the
         // engine read that rank's end (decision 0018).
         self.inner.base.peers.sweep(SWEEP_BOUND);
+        // What went out over a network transport lands before the goodbye.
+        for t in &self.inner.network {
+            t.flush(GOODBYE_FLUSH);
+        }
         // Goodbye to every peer this rank is connected to (the engine says
         // it on the connections that only carry the peers' frames).
         for r in 0..self.inner.base.size {

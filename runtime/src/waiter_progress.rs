@@ -360,6 +360,9 @@ impl WaiterProgress {
 pub(crate) struct WaitWork {
     pub copy: Option<Arc<crate::protocol::assisted_copy::CopyHelper>>,
     pub net: Option<Arc<WaiterProgress>>,
+    /// Network transports whose peers' writes land only while someone
+    /// reads their completion queue (`NetworkTransport::progress_in_waits`).
+    pub network: Vec<Arc<dyn crate::transport::NetworkTransport>>,
 }
 
 impl WaitWork {
@@ -367,8 +370,15 @@ impl WaitWork {
     pub fn new(
         copy: Option<Arc<crate::protocol::assisted_copy::CopyHelper>>,
         net: Option<Arc<WaiterProgress>>,
+        network: &[Arc<dyn crate::transport::NetworkTransport>],
     ) -> Option<Arc<WaitWork>> {
-        (copy.is_some() || net.is_some()).then(|| Arc::new(WaitWork { copy, net }))
+        let network: Vec<_> = network
+            .iter()
+            .filter(|t| t.progress_in_waits())
+            .cloned()
+            .collect();
+        (copy.is_some() || net.is_some() || !network.is_empty())
+            .then(|| Arc::new(WaitWork { copy, net, network }))
     }
 }
 
@@ -376,6 +386,10 @@ impl gaspi_notify::SpinWork for WaitWork {
     fn run(&self) -> bool {
         let copied = self.copy.as_ref().is_some_and(|c| c.run());
         let read = self.net.as_ref().is_some_and(|n| n.poll());
+        // What a network transport applied shows in the words themselves.
+        for t in &self.network {
+            t.progress();
+        }
         copied || read
     }
 
@@ -385,6 +399,7 @@ impl gaspi_notify::SpinWork for WaitWork {
         // few dozen polls of a word).
         match &self.net {
             Some(n) if n.is_active() => NET_POLLS_BETWEEN,
+            _ if !self.network.is_empty() => NET_POLLS_BETWEEN,
             _ => 32,
         }
     }

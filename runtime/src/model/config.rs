@@ -140,6 +140,9 @@ pub struct Config {
     /// (`GASPI_NET_ATOMICS=nic`) rather than applied by the owner
     /// (`owner`, the default: exact whatever else touches the word).
     pub net_atomics_nic: bool,
+    /// The libfabric provider (`GASPI_NET_PROVIDER`, e.g. `tcp;ofi_rxm`,
+    /// `verbs;ofi_rxm`, `cxi`, `efa`); `None`: the best one offered.
+    pub net_provider: Option<String>,
     /// How long a peer's host may leave this rank's traffic unanswered
     /// (no acknowledgement of data or heartbeats sent) before the peer is
     /// declared dead (`GASPI_PEER_TIMEOUT_MS`, default
@@ -178,6 +181,9 @@ pub enum TransportChoice {
     /// `verbs` feature and an RDMA device on every rank; init fails
     /// otherwise, naming what is missing).
     Verbs,
+    /// libfabric to every other rank, even on this host (needs the
+    /// `libfabric` feature and a provider with RMA on every rank).
+    Libfabric,
 }
 
 impl std::str::FromStr for TransportChoice {
@@ -187,8 +193,9 @@ impl std::str::FromStr for TransportChoice {
             "auto" | "" => Ok(TransportChoice::Auto),
             "tcp" => Ok(TransportChoice::Tcp),
             "verbs" => Ok(TransportChoice::Verbs),
+            "libfabric" => Ok(TransportChoice::Libfabric),
             other => Err(Error::Config(format!(
-                "GASPI_TRANSPORT={other:?}: expected auto, tcp or verbs"
+                "GASPI_TRANSPORT={other:?}: expected auto, tcp, verbs or libfabric"
             ))),
         }
     }
@@ -287,6 +294,7 @@ impl Default for Config {
             net_device: None,
             net_gid_index: None,
             net_atomics_nic: false,
+            net_provider: None,
             peer_timeout: DEFAULT_PEER_TIMEOUT,
         }
     }
@@ -372,6 +380,9 @@ impl Config {
                 u8::try_from(v)
                     .map_err(|_| Error::Config(format!("GASPI_NET_GID_INDEX={v} is above 255")))?,
             );
+        }
+        if let Ok(v) = std::env::var("GASPI_NET_PROVIDER") {
+            c.net_provider = Some(v.trim().to_string()).filter(|v| !v.is_empty());
         }
         if let Ok(v) = std::env::var("GASPI_NET_ATOMICS") {
             c.net_atomics_nic = match v.trim() {

@@ -273,6 +273,10 @@ pub enum Error {
     /// down, a verbs call refused).
     #[error("RDMA verbs: {0}")]
     Verbs(String),
+    /// The libfabric transport could not be set up (no provider, the one
+    /// named missing, a libfabric call refused).
+    #[error("libfabric: {0}")]
+    Libfabric(String),
     /// A request to the peer completed with an error on the RDMA fabric;
     /// the peer is marked corrupt.
     #[error("a request to {rank} failed on the RDMA fabric ({reason}); {rank} is marked corrupt")]

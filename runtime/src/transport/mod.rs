@@ -35,6 +35,12 @@
 pub(crate) mod cuda_ipc;
 #[cfg(feature = "libfabric")]
 pub(crate) mod libfabric;
+// The libfabric transport, in the layer's folder but declared here: the
+// benchmark program compiles the layer's `mod.rs` into itself (decision
+// 0045), where the runtime's types are not.
+#[cfg(feature = "libfabric")]
+#[path = "libfabric/transport.rs"]
+pub(crate) mod libfabric_transport;
 pub(crate) mod outstanding;
 pub(crate) mod registry;
 pub(crate) mod shared_memory;
@@ -357,4 +363,17 @@ pub(crate) trait NetworkTransport: Send + Sync + std::fmt::Debug {
     /// Makes progress once (reads completions); a waiting thread calls it
     /// for a moment before it sleeps.
     fn progress(&self) {}
+    /// Whether threads that spin on a notification word should call
+    /// [`Self::progress`] (a provider that applies peers' writes only
+    /// while this process reads its completion queue).
+    fn progress_in_waits(&self) -> bool {
+        false
+    }
+    /// At shutdown, before the goodbyes: makes sure what this rank wrote
+    /// has landed at its targets (a peer told of the end must not find a
+    /// notification of a last barrier still on its way), for at most
+    /// `bound`.
+    fn flush(&self, bound: std::time::Duration) {
+        let _ = bound;
+    }
 }

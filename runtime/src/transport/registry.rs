@@ -3,7 +3,7 @@
 //! Ranks on the same host reach each other through shared memory (with
 //! CUDA IPC for GPU segments); ranks on different hosts through TCP over
 //! their control connections, which every build has. A *network
-//! transport* (verbs today) is what a pair on different hosts uses in
+//! transport* (verbs, libfabric) is what a pair on different hosts uses in
 //! place of TCP when both ends opened it. Each one lives in its own folder
 //! under `transport/` and is known to the rest of the runtime only through
 //! [`NetworkTransport`] (the seam, `transport/mod.rs`) and one line in [`NETWORK`]: what it publishes at
@@ -31,6 +31,8 @@ pub(crate) type Opener = fn(&Config, Rank, u32) -> Result<Arc<dyn NetworkTranspo
 pub(crate) const NETWORK: &[(&str, Opener)] = &[
     #[cfg(feature = "verbs")]
     ("verbs", super::verbs::open),
+    #[cfg(feature = "libfabric")]
+    ("libfabric", super::libfabric_transport::open),
 ];
 
 /// Opens the network transports `config` allows: none under
@@ -102,5 +104,6 @@ fn required(config: &Config) -> Option<&'static str> {
     match config.transport {
         TransportChoice::Auto | TransportChoice::Tcp => None,
         TransportChoice::Verbs => Some("verbs"),
+        TransportChoice::Libfabric => Some("libfabric"),
     }
 }

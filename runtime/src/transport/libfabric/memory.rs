@@ -306,6 +306,16 @@ impl<'m> MemoryRegion<'m> {
         }
     }
 
+    /// Byte 0 of the registered memory, in this process.
+    pub(crate) fn addr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    /// Bytes registered.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// `len` bytes at `offset`, for an operation's local side.
     pub(crate) fn slice(&self, offset: usize, len: usize) -> Result<LocalSlice<'_>> {
         if offset.checked_add(len).is_none_or(|end| end > self.len) {

@@ -7,10 +7,12 @@
 //!
 //! This is the transport's lower half: the libfabric objects and
 //! operations, wrapped once, safe to use, and tested on their own
-//! (`tests.rs`, two endpoints over `tcp;ofi_rxm`). It does not yet
-//! implement the runtime's transport interface: that interface is being
-//! redesigned (issue 27), and the transport is to be the first one added
-//! through the new seam. What plugging it in needs is listed at the end.
+//! (`tests.rs`, two endpoints over `tcp;ofi_rxm`). The upper half,
+//! `transport.rs` beside it, implements the runtime's `NetworkTransport`
+//! and `RemoteSegment` over it (`GASPI_TRANSPORT=libfabric`; decision
+//! 0049); it is declared in `transport/mod.rs`, since the benchmark
+//! program compiles this file into itself. The section at the end says
+//! how it plugs in.
 //!
 //! # Layers (as cudarc: raw, result, safe)
 //!
@@ -130,7 +132,14 @@
 //! events go to whichever thread read them: the runtime settles them in
 //! its shared request table by [`Token`].
 //!
-//! # Plugging it into the transport seam (issue 27)
+//! # Plugging it into the transport seam (done in `transport.rs`)
+//!
+//! What follows was the plan; `transport.rs` follows it, except: the
+//! bind address is the one that reaches the rendezvous; `write_notify`
+//! is a data write and a word write (no remote CQ data yet); `read_notify`
+//! is set by the CPU once the reads before it completed; progress is a
+//! completion thread on the wait descriptor plus `wait`'s spin (not the
+//! engine's epoll set); and shutdown flushes with a read per target.
 //!
 //! - At init: [`Info::query`] with [`Query::from_env`] (and the bind
 //!   address the bootstrap uses as [`Query::source`] for the TCP
@@ -161,8 +170,9 @@
 //! - Progress: the completion queue's descriptor in the engine's epoll
 //!   set, and [`Endpoint::poll`] in the waiters' spin, as above.
 
-// Nothing in the runtime calls this layer until the transport is plugged
-// into the seam of issue 27; its tests use it all.
+// Parts of the layer serve only its own tests and the benchmark program,
+// which compiles these sources into itself (`bench/src/fabric.rs`):
+// remote CQ data, `LocalMemory`, the mechanisms' names.
 #![allow(dead_code, unused_imports)]
 
 mod error;

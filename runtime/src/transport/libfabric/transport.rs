@@ -1,0 +1,1028 @@
+//! The libfabric network transport: the layer below (`Endpoint`,
+//! `MemoryRegion`, ...) behind the runtime's seam, [`NetworkTransport`]
+//! and [`RemoteSegment`] (`transport/mod.rs`), registered as `libfabric`
+//! in `transport/registry.rs`.
+//!
+//! - **Start-up.** [`open`] finds the provider (`GASPI_NET_PROVIDER`, else
+//!   the best one offered, see [`Query`]), bound for the socket-based
+//!   providers to the address this host reaches the rendezvous from (so
+//!   that ranks in different network namespaces or on different hosts pick
+//!   the interface that joins them), and opens one endpoint per rank. Its
+//!   endpoint bytes ([`NetworkTransport::endpoint`]) are the provider's
+//!   name and the endpoint's address; `connect` inserts a peer's address
+//!   in the address vector (a peer on another provider is refused, named).
+//!   Under `GASPI_TRANSPORT=auto` a provider over sockets (`tcp;ofi_rxm`)
+//!   is opened only when `GASPI_NET_PROVIDER` names it: it is no better
+//!   than the runtime's own TCP.
+//! - **Memory.** Every host segment's data and notification words are
+//!   registered when it is created; the two [`RemoteMemory`] values (48
+//!   bytes) are the segment descriptor's `libfabric` key. The registration
+//!   lives in the segment and is closed before its memory is unmapped.
+//! - **Operations.** `write` = [`Endpoint::write`] from the registered
+//!   source segment where it lies (GASPI leaves a write's source unchanged
+//!   until `wait`), else from a registered staging copy; `notify` =
+//!   [`Endpoint::notify`], which the layer orders after every write posted
+//!   before it to that peer ([`super::libfabric::NotifyOrder`]); `read` =
+//!   [`Endpoint::read`] straight into the registered local segment;
+//!   `read_notify` sets the local word when every read posted before it to
+//!   that owner has completed (libfabric does not complete reads in
+//!   order). Atomics go to the owner by default (a NIC atomic is atomic
+//!   only against other NIC atomics); with `GASPI_NET_ATOMICS=nic` and a
+//!   provider that offers u64 fetch-add and compare-swap, they are
+//!   libfabric atomics.
+//! - **Completion.** Every operation carries a token (rank, request id);
+//!   its event settles the request on its queue's count
+//!   ([`Outstanding`]). A failed one marks the peer corrupt and fails the
+//!   queue's next `wait` naming it. A thread reads the completion queue,
+//!   sleeping on its wait descriptor; under manual progress
+//!   (`tcp;ofi_rxm`, `verbs;ofi_rxm`) that thread is also what applies
+//!   peers' writes to this rank's memory. `wait` reads it too while it
+//!   spins ([`NetworkTransport::progress`]).
+//! - **Shutdown.** [`NetworkTransport::flush`] reads 4 bytes from every
+//!   rank written to and waits: the target answers after applying the
+//!   writes before it, so a peer told of this rank's end has its last
+//!   notifications (decision 0049).
+//! - **Not here yet.** GPU segments are not registered: their descriptors
+//!   carry no key, and peers reach them through TCP (the fallback).
+
+use super::libfabric::{
+    Access, AddressVector, Endpoint, Event, FabricError, MemoryRegion, Node, Peer, Query,
+    RemoteMemory, Token,
+};
+use crate::model::config::TransportChoice;
+use crate::model::descriptor::SegmentDescriptor;
+use crate::model::error::{Error, Result};
+use crate::model::ids::{AtomicOp, Rank, RankState};
+use crate::net::peers::Peers;
+use crate::segments::LocalSegment;
+use crate::transport::outstanding::Outstanding;
+use crate::transport::{
+    Capabilities, Completion, GpuView, NetworkTransport, RemoteSegment, Transport, Via,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// This transport's name in `GASPI_TRANSPORT`, logs, keys and endpoints.
+pub(crate) const NAME: &str = "libfabric";
+
+/// Bytes of a notification area's header: word `i` is at `128 + 4 i`.
+const WORDS_HEADER: u64 = 128;
+
+fn fabric_error(e: FabricError) -> Error {
+    Error::Libfabric(e.to_string())
+}
+
+/// Opens the libfabric transport for the registry (`transport/registry.rs`).
+pub(crate) fn open(
+    config: &crate::Config,
+    rank: Rank,
+    size: u32,
+) -> Result<Arc<dyn NetworkTransport>> {
+    Ok(Arc::new(FabricTransport::open(config, rank, size)?))
+}
+
+/// The address of this host's interface that reaches `to` (the route the
+/// kernel picks; nothing is sent).
+fn source_towards(to: std::net::SocketAddr) -> Option<String> {
+    let any: std::net::SocketAddr = if to.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let s = std::net::UdpSocket::bind(any).ok()?;
+    s.connect(to).ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then(|| ip.to_string())
+}
+
+/// A host segment's registration: its data and its notification words.
+#[derive(Debug)]
+struct Registration {
+    /// `None` for a segment of 0 bytes.
+    data: Option<MemoryRegion<'static>>,
+    /// Kept open while the segment lives.
+    _words: MemoryRegion<'static>,
+}
+
+/// The keys of a peer's segment, as its descriptor carries them.
+#[derive(Debug, Clone, Copy)]
+struct Keys {
+    data: RemoteMemory,
+    words: RemoteMemory,
+}
+
+impl Keys {
+    fn pack(&self) -> Vec<u8> {
+        let mut b = self.data.to_bytes().to_vec();
+        b.extend_from_slice(&self.words.to_bytes());
+        b
+    }
+
+    fn unpack(desc: &SegmentDescriptor) -> Result<Option<Keys>> {
+        let Some(b) = desc.key(NAME) else {
+            return Ok(None);
+        };
+        if b.len() != 48 {
+            return Err(Error::Protocol(format!(
+                "a libfabric segment key of {} bytes (48 expected)",
+                b.len()
+            )));
+        }
+        let part = |i: usize| -> [u8; 24] { b[i..i + 24].try_into().expect("24 bytes") };
+        Ok(Some(Keys {
+            data: RemoteMemory::from_bytes(&part(0)),
+            words: RemoteMemory::from_bytes(&part(24)),
+        }))
+    }
+}
+
+/// A registered buffer of our own: a write's staging copy, a read's
+/// landing place, an atomic's scratch. 8-aligned.
+#[derive(Debug)]
+struct Staging {
+    /// Declared first: closed before the buffer is freed.
+    mr: MemoryRegion<'static>,
+    buf: Box<[u64]>,
+}
+
+impl Staging {
+    fn new(endpoint: &Arc<Endpoint>, len: usize) -> Result<Staging> {
+        let mut buf = vec![0u64; len.max(1).div_ceil(8)].into_boxed_slice();
+        // SAFETY: the box's heap memory does not move and is freed after
+        // the registration (field order); it is reached through raw
+        // pointers only while registered.
+        let mr = unsafe {
+            MemoryRegion::register_raw(endpoint, buf.as_mut_ptr().cast(), len.max(1), Access::LOCAL)
+        }
+        .map_err(fabric_error)?;
+        Ok(Staging { mr, buf })
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.buf.as_ptr().cast_mut().cast()
+    }
+}
+
+/// What to do when a request completes.
+#[derive(Debug)]
+enum Then {
+    Nothing,
+    /// Keep a staging copy registered until the provider is done with it.
+    Keep(#[allow(dead_code)] Staging),
+    /// Keep a local segment (a write's source, a read's destination)
+    /// mapped and registered until then.
+    Hold(#[allow(dead_code)] Arc<LocalSegment>),
+    /// Wake a caller that waits for it.
+    Wake(Arc<Slot>),
+}
+
+#[derive(Debug)]
+struct Pending {
+    rank: Rank,
+    queue: Option<u32>,
+    /// A read that a later `read_notify` to its owner must wait for.
+    read: bool,
+    then: Then,
+}
+
+/// The outcome of one request a caller waits for.
+#[derive(Debug, Default)]
+struct Slot {
+    done: Mutex<Option<std::result::Result<(), String>>>,
+    cv: Condvar,
+}
+
+impl Slot {
+    fn fill(&self, r: std::result::Result<(), String>) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.cv.notify_all();
+    }
+}
+
+/// A `read_notify` waiting for the reads posted before it to its owner.
+#[derive(Debug)]
+struct ReadNotify {
+    seg: Arc<LocalSegment>,
+    id: u32,
+    value: u32,
+    queue: Option<u32>,
+}
+
+/// Reads in flight to one owner, and the notifications waiting for them.
+#[derive(Debug, Default)]
+struct Reads {
+    in_flight: u64,
+    waiting: Vec<ReadNotify>,
+}
+
+/// The libfabric transport of this rank.
+#[derive(Debug)]
+pub(crate) struct FabricTransport {
+    shared: Arc<Shared>,
+    /// The TCP transport, for peers' segments not registered here (GPU).
+    fallback: OnceLock<Arc<dyn Transport>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    endpoint: Arc<Endpoint>,
+    av: Arc<AddressVector>,
+    /// Each rank as the endpoint addresses it, once connected.
+    peers: Vec<OnceLock<Peer>>,
+    pending: Mutex<HashMap<u32, Pending>>,
+    next_id: AtomicU32,
+    /// Reads in flight per owner (for `read_notify`).
+    reads: Mutex<HashMap<u32, Reads>>,
+    /// Whether this rank wrote to each rank since the last flush.
+    wrote: Vec<AtomicBool>,
+    /// Each rank's first segment attached (its system segment's words):
+    /// where a flush reads from.
+    flush_from: Vec<OnceLock<RemoteMemory>>,
+    nic_atomics: bool,
+    bound: OnceLock<Bound>,
+}
+
+/// What requests are settled with, once the rank's state exists.
+#[derive(Debug)]
+struct Bound {
+    peers: Weak<Peers>,
+    outstanding: Vec<Arc<Outstanding>>,
+}
+
+impl NetworkTransport for FabricTransport {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn endpoint(&self) -> Result<Vec<u8>> {
+        let provider = &self.shared.endpoint.attributes().provider;
+        let address = self.shared.endpoint.address().map_err(fabric_error)?;
+        let mut b = Vec::with_capacity(2 + provider.len() + address.len());
+        b.extend_from_slice(&(provider.len() as u16).to_le_bytes());
+        b.extend_from_slice(provider.as_bytes());
+        b.extend_from_slice(&address);
+        Ok(b)
+    }
+
+    fn connect(self: Arc<Self>, me: Rank, peer: Rank, theirs: &[u8]) -> Result<Arc<dyn Transport>> {
+        let bad = || Error::Protocol(format!("{peer}'s libfabric endpoint is malformed"));
+        let n = u16::from_le_bytes(
+            theirs
+                .get(..2)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        ) as usize;
+        let provider =
+            std::str::from_utf8(theirs.get(2..2 + n).ok_or_else(bad)?).map_err(|_| bad())?;
+        let address = &theirs[2 + n..];
+        let mine = &self.shared.endpoint.attributes().provider;
+        if provider != mine {
+            return Err(Error::NoTransport {
+                rank: peer,
+                reason: format!(
+                    "{peer} opened the libfabric provider {provider:?} and {me} {mine:?} \
+                     (set GASPI_NET_PROVIDER alike on every rank)"
+                ),
+            });
+        }
+        let slot = self
+            .shared
+            .peers
+            .get(peer.0 as usize)
+            .ok_or_else(|| Error::Protocol(format!("{peer} is beyond the job's size")))?;
+        let p = self
+            .shared
+            .av
+            .insert(address, peer.0)
+            .map_err(fabric_error)?;
+        let _ = slot.set(p);
+        Ok(self)
+    }
+
+    fn register(&self, seg: &mut LocalSegment) -> Result<()> {
+        if seg.is_gpu() {
+            return Ok(());
+        }
+        let ep = &self.shared.endpoint;
+        let words_len = WORDS_HEADER as usize + seg.notifications.count() as usize * 4;
+        // SAFETY: the registration is stored in the segment, whose fields
+        // drop it before the storage that maps this memory (field order in
+        // LocalSegment); a bound segment's memory is kept by the user for
+        // as long as the segment exists (segment_bind's contract). Peers
+        // write into it, and the runtime reaches it through raw pointers
+        // and atomics only.
+        let data = match seg.size {
+            0 => None,
+            n => Some(
+                unsafe { MemoryRegion::register_raw(ep, seg.data(), n, Access::ALL) }
+                    .map_err(fabric_error)?,
+            ),
+        };
+        // SAFETY: as above; the area (header and words) is mapped for the
+        // segment's life.
+        let words = unsafe {
+            MemoryRegion::register_raw(ep, seg.notifications.base(), words_len, Access::ALL)
+        }
+        .map_err(fabric_error)?;
+        let keys = Keys {
+            data: data.as_ref().map_or(
+                RemoteMemory {
+                    base: 0,
+                    len: 0,
+                    key: 0,
+                },
+                |d| d.remote(),
+            ),
+            words: words.remote(),
+        };
+        seg.descriptor.set_key(NAME, keys.pack());
+        seg.registrations.push(Box::new(Registration {
+            data,
+            _words: words,
+        }));
+        // The words are stored by the provider (or, under manual progress,
+        // by the completion thread inside libfabric): no futex wake.
+        seg.notifications.mark_silent_writer();
+        Ok(())
+    }
+
+    fn bind(
+        &self,
+        peers: Weak<Peers>,
+        outstanding: Vec<Arc<Outstanding>>,
+        fallback: Arc<dyn Transport>,
+    ) -> Result<()> {
+        let _ = self.fallback.set(fallback);
+        let watch = peers.clone();
+        let _ = self.shared.bound.set(Bound { peers, outstanding });
+        let shared = self.shared.clone();
+        std::thread::Builder::new()
+            .name("gaspi-fabric-cq".into())
+            .spawn(move || completion_thread(shared, watch))
+            .map_err(|e| Error::io("starting the libfabric completion thread", e))?;
+        Ok(())
+    }
+
+    fn progress(&self) {
+        self.shared.progress();
+    }
+
+    fn progress_in_waits(&self) -> bool {
+        self.shared.endpoint.attributes().manual_progress
+    }
+
+    /// A 4-byte read from every rank written to since the last flush,
+    /// waited for: the target answers it after applying the writes before
+    /// it (one ordered stream per pair under `tcp;ofi_rxm`, a queue pair's
+    /// order under `verbs;ofi_rxm`; with delivery-complete writes, every
+    /// write is in place when its completion is read).
+    fn flush(&self, bound: Duration) {
+        let s = &self.shared;
+        let until = Instant::now() + bound;
+        for r in 0..s.wrote.len() {
+            if !s.wrote[r].swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            let Some(from) = s.flush_from[r].get().copied() else {
+                continue;
+            };
+            let rank = Rank(r as u32);
+            if let Err(e) = s.read_blocking(rank, &from, 0, 4, Some(until)) {
+                tracing::debug!("flushing the libfabric writes to {rank}: {e}");
+            }
+        }
+    }
+}
+
+impl FabricTransport {
+    /// Opens the provider for this rank, sized for `size` ranks. Fails
+    /// (the caller falls back to TCP or refuses, per `GASPI_TRANSPORT`)
+    /// when no provider with RMA is offered or the one named is missing.
+    pub fn open(config: &crate::Config, rank: Rank, size: u32) -> Result<FabricTransport> {
+        let mut query = Query {
+            provider: config.net_provider.clone(),
+            atomics: config.net_atomics_nic,
+            ..Query::default()
+        };
+        // Socket-based providers bind to an interface: the one that
+        // reaches the rendezvous (rank 0's host), as the control
+        // connections do. Without a route, or where the provider serves
+        // no such address, the provider chooses.
+        let socket_based = query
+            .provider
+            .as_deref()
+            .is_none_or(|p| p.starts_with("tcp") || p.starts_with("sockets"));
+        if socket_based {
+            query.source = config.launch.rendezvous.and_then(source_towards);
+        }
+        let node = match Node::open(&query, size as usize) {
+            Err(FabricError::NoProvider { .. }) if query.source.is_some() => {
+                query.source = None;
+                Node::open(&query, size as usize)
+            }
+            other => other,
+        }
+        .map_err(fabric_error)?;
+        let a = node.endpoint.attributes();
+        // Under `auto`, a provider that runs over sockets itself is no
+        // better than the runtime's own TCP transport: it is taken only
+        // when asked for (GASPI_TRANSPORT=libfabric or GASPI_NET_PROVIDER).
+        let software = ["tcp", "sockets", "udp"]
+            .iter()
+            .any(|p| a.provider.starts_with(p));
+        if config.transport == TransportChoice::Auto && config.net_provider.is_none() && software {
+            return Err(Error::Libfabric(format!(
+                "only the software provider {} is offered here, no better than TCP \
+                 (GASPI_TRANSPORT=libfabric or GASPI_NET_PROVIDER takes it)",
+                a.provider
+            )));
+        }
+        tracing::info!(
+            rank = rank.0,
+            "libfabric provider {} (domain {}, fabric {}), notifications {}, {}",
+            a.provider,
+            a.domain,
+            a.fabric,
+            a.order.name(),
+            if config.net_atomics_nic && node.endpoint.has_atomics() {
+                "NIC atomics"
+            } else {
+                "atomics by the owner"
+            }
+        );
+        Ok(FabricTransport {
+            fallback: OnceLock::new(),
+            shared: Arc::new(Shared {
+                nic_atomics: config.net_atomics_nic && node.endpoint.has_atomics(),
+                endpoint: node.endpoint,
+                av: node.peers,
+                peers: (0..size).map(|_| OnceLock::new()).collect(),
+                pending: Mutex::new(HashMap::new()),
+                next_id: AtomicU32::new(1),
+                reads: Mutex::new(HashMap::new()),
+                wrote: (0..size).map(|_| AtomicBool::new(false)).collect(),
+                flush_from: (0..size).map(|_| OnceLock::new()).collect(),
+                bound: OnceLock::new(),
+            }),
+        })
+    }
+}
+
+fn completion_thread(shared: Arc<Shared>, watch: Weak<Peers>) {
+    while watch.strong_count() > 0 {
+        shared.progress();
+        // Woken by completions (and, under manual progress, by incoming
+        // data to apply); the timeout bounds what a provider whose
+        // descriptor misses some of them costs.
+        shared
+            .endpoint
+            .completion_queue()
+            .wait(Duration::from_millis(2));
+    }
+}
+
+impl Shared {
+    fn peers(&self) -> Result<Arc<Peers>> {
+        self.bound
+            .get()
+            .and_then(|b| b.peers.upgrade())
+            .ok_or(Error::NotInitialized)
+    }
+
+    /// Reads every completion there is and settles its request.
+    fn progress(&self) {
+        let mut events = Vec::new();
+        if let Err(e) = self.endpoint.poll(&mut events) {
+            tracing::warn!("reading the libfabric completion queue: {e}");
+        }
+        for e in events {
+            match e {
+                Event::Done(t) => self.complete(t, None),
+                Event::Failed(t, err) => self.complete(t, Some(err)),
+                // Not used: notifications are words of their own.
+                Event::Remote(_) => {}
+            }
+        }
+    }
+
+    fn complete(&self, token: Token, failed: Option<FabricError>) {
+        let Some(p) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&token.id)
+        else {
+            return;
+        };
+        let peers = self.peers().ok();
+        let failure = failed.map(|err| {
+            if let Some(peers) = &peers {
+                if peers.peer_ok(p.rank).is_ok() {
+                    tracing::warn!(
+                        rank = p.rank.0,
+                        "a libfabric request to {} failed ({err}); marking it corrupt",
+                        p.rank
+                    );
+                }
+                peers.mark(p.rank, RankState::Corrupt);
+            }
+            Error::RdmaFailed {
+                rank: p.rank,
+                reason: format!("libfabric: {err}"),
+            }
+        });
+        if let Then::Wake(slot) = &p.then {
+            slot.fill(match &failure {
+                None => Ok(()),
+                Some(e) => Err(e.to_string()),
+            });
+        }
+        if p.read {
+            self.read_done(p.rank, failure.as_ref());
+        }
+        self.settle(p.rank, p.queue, failure);
+    }
+
+    fn settle(&self, rank: Rank, queue: Option<u32>, failure: Option<Error>) {
+        if let (Some(q), Some(b)) = (queue, self.bound.get()) {
+            if let Some(o) = b.outstanding.get(q as usize) {
+                o.settle(rank, 1, failure);
+            }
+        }
+    }
+
+    /// A read to `rank` completed: once none is left in flight, the
+    /// notifications that waited for them are set (or, after a failure,
+    /// fail with it).
+    fn read_done(&self, rank: Rank, failure: Option<&Error>) {
+        let released = {
+            let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+            let r = reads.entry(rank.0).or_default();
+            r.in_flight = r.in_flight.saturating_sub(1);
+            if r.in_flight == 0 || failure.is_some() {
+                std::mem::take(&mut r.waiting)
+            } else {
+                Vec::new()
+            }
+        };
+        for w in released {
+            let failure = match failure {
+                Some(e) => Some(Error::RdmaFailed {
+                    rank,
+                    reason: format!("a read before it failed: {e}"),
+                }),
+                None => w
+                    .seg
+                    .notifications
+                    .set(w.id, w.value)
+                    .err()
+                    .map(|e| Error::Protocol(format!("read notification: {e}"))),
+            };
+            self.settle(rank, w.queue, failure);
+        }
+    }
+
+    /// Posts one operation to `rank` (`op` gets the peer and the request
+    /// id), counted on `via`'s queue, doing `then` at its completion.
+    fn post(
+        &self,
+        rank: Rank,
+        via: Via<'_>,
+        read: bool,
+        then: Then,
+        op: impl FnOnce(Peer, u32) -> super::libfabric::Result<()>,
+    ) -> Result<u32> {
+        let peers = self.peers()?;
+        peers.peer_ok(rank)?;
+        let peer = *self
+            .peers
+            .get(rank.0 as usize)
+            .and_then(|p| p.get())
+            .ok_or_else(|| Error::NoTransport {
+                rank,
+                reason: "not connected over libfabric".into(),
+            })?;
+        let id = loop {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if let std::collections::hash_map::Entry::Vacant(v) = pending.entry(id) {
+                v.insert(Pending {
+                    rank,
+                    queue: via.queue.map(|q| q.index),
+                    read,
+                    then,
+                });
+                break id;
+            }
+        };
+        if let Some(q) = via.queue {
+            q.outstanding.add(rank, 1);
+        }
+        if !read {
+            if let Some(w) = self.wrote.get(rank.0 as usize) {
+                w.store(true, Ordering::Release);
+            }
+        }
+        if read {
+            self.reads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(rank.0)
+                .or_default()
+                .in_flight += 1;
+        }
+        if let Err(e) = op(peer, id) {
+            // Not posted: no completion will come for it.
+            let p = self
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            if read {
+                self.read_done(rank, None);
+            }
+            if let Some(q) = via.queue {
+                q.outstanding.settle(rank, 1, None);
+            }
+            drop(p);
+            return Err(match e {
+                FabricError::Peer { .. } | FabricError::Timeout { .. } => Error::RdmaFailed {
+                    rank,
+                    reason: format!("libfabric: {e}"),
+                },
+                other => fabric_error(other),
+            });
+        }
+        Ok(id)
+    }
+
+    /// Gives the request `id` something to do (or keep) at its completion;
+    /// if it completed already, `then` is dropped now.
+    fn attach(&self, id: u32, then: Then) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = pending.get_mut(&id) {
+            p.then = then;
+        }
+    }
+
+    /// Reads `len` bytes at `offset` of `rank`'s registration `from` into
+    /// a staging buffer and waits for them (until `until`, if given).
+    fn read_blocking(
+        &self,
+        rank: Rank,
+        from: &RemoteMemory,
+        offset: u64,
+        len: usize,
+        until: Option<Instant>,
+    ) -> Result<Staging> {
+        let staging = Staging::new(&self.endpoint, len)?;
+        let slot = Arc::new(Slot::default());
+        let slice = staging.mr.slice(0, len).map_err(fabric_error)?;
+        let ep = &self.endpoint;
+        let id = self.post(
+            rank,
+            Via::INTERNAL,
+            false,
+            Then::Wake(slot.clone()),
+            |peer, id| ep.read(peer, slice, from, offset, id),
+        )?;
+        if let Err(e) = self.wait_for(rank, &slot, until) {
+            // The read may still land (a peer that answered, then ended):
+            // its buffer stays registered until it completes.
+            self.attach(id, Then::Keep(staging));
+            return Err(e);
+        }
+        Ok(staging)
+    }
+
+    /// Waits for the request of `slot` to `rank`, reading completions
+    /// (until `until`, if given).
+    fn wait_for(&self, rank: Rank, slot: &Slot, until: Option<Instant>) -> Result<()> {
+        let peers = self.peers()?;
+        let mut done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
+        // A peer seen ended may have answered first: one more look.
+        let mut last_look = false;
+        loop {
+            match done.take() {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(reason)) => return Err(Error::RdmaFailed { rank, reason }),
+                None => {}
+            }
+            if let Err(e) = peers.peer_ok(rank) {
+                if last_look {
+                    return Err(e);
+                }
+                last_look = true;
+            }
+            if until.is_some_and(|t| Instant::now() > t) {
+                return Err(Error::Timeout {
+                    op: "a libfabric flush",
+                });
+            }
+            drop(done);
+            self.progress();
+            done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
+            if done.is_none() {
+                done = slot
+                    .cv
+                    .wait_timeout(done, Duration::from_millis(1))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+    }
+}
+
+impl Transport for FabricTransport {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn attach(
+        &self,
+        owner: Rank,
+        seg: u8,
+        desc: &SegmentDescriptor,
+        home: &Arc<OnceLock<u32>>,
+    ) -> Result<Box<dyn RemoteSegment>> {
+        let Some(keys) = Keys::unpack(desc)? else {
+            // Not registered (a GPU segment): its owner's engine serves it
+            // over the control connection.
+            let tcp = self.fallback.get().ok_or_else(|| Error::NoTransport {
+                rank: owner,
+                reason: format!("its segment {seg} is not registered with libfabric"),
+            })?;
+            return tcp.attach(owner, seg, desc, home);
+        };
+        if let Some(f) = self.shared.flush_from.get(owner.0 as usize) {
+            let _ = f.set(keys.words);
+        }
+        Ok(Box::new(FabricSegment {
+            owner,
+            size: desc.size,
+            count: desc.notification_count,
+            instance: desc.instance,
+            keys,
+            shared: self.shared.clone(),
+        }))
+    }
+}
+
+/// A peer's segment reached over libfabric: its keys.
+#[derive(Debug)]
+struct FabricSegment {
+    owner: Rank,
+    size: u64,
+    count: u32,
+    instance: u64,
+    keys: Keys,
+    shared: Arc<Shared>,
+}
+
+impl FabricSegment {
+    /// Largest piece of one operation.
+    fn piece(&self) -> usize {
+        self.shared.endpoint.attributes().max_write.max(1)
+    }
+}
+
+impl RemoteSegment for FabricSegment {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            completion: Completion::Later,
+            // From the registered segment where it lies: no staging copy
+            // and registration per write.
+            in_place_from: Some(1),
+            ..Capabilities::HOST
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn notification_count(&self) -> u32 {
+        self.count
+    }
+
+    fn instance(&self) -> u64 {
+        self.instance
+    }
+
+    fn put(&self, offset: u64, src: *const u8, len: usize, via: Via<'_>) -> Result<()> {
+        let s = &self.shared;
+        let mut at = 0usize;
+        while at < len {
+            let n = (len - at).min(self.piece());
+            let staging = Staging::new(&s.endpoint, n)?;
+            // SAFETY: the caller guarantees `src` is valid for `len` bytes;
+            // at + n <= len; the staging buffer holds n bytes.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(at), staging.ptr(), n) };
+            let slice = staging.mr.slice(0, n).map_err(fabric_error)?;
+            let (ep, dst, off) = (&s.endpoint, &self.keys.data, offset + at as u64);
+            let id = s.post(self.owner, via, false, Then::Nothing, |peer, id| {
+                ep.write(peer, slice, dst, off, id)
+            })?;
+            // The staging copy stays registered until the provider is done
+            // with it (the request's completion drops it).
+            s.attach(id, Then::Keep(staging));
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn put_notify_in_place(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        keep: &crate::net::connection::Keep,
+    ) -> Result<()> {
+        // From where it lies only for a request `wait` completes, out of
+        // a registered segment that holds the whole range; else staged.
+        let seg = match (via.queue, keep.clone().downcast::<LocalSegment>()) {
+            (Some(_), Ok(seg)) => seg,
+            _ => return self.put_notify(offset, src, len, notify, via),
+        };
+        let Some(data) = seg
+            .transport_registration::<Registration>()
+            .and_then(|r| r.data.as_ref())
+        else {
+            return self.put_notify(offset, src, len, notify, via);
+        };
+        let (base, at) = (data.addr() as u64, src as u64);
+        let inside = at >= base
+            && at
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= base + data.len() as u64);
+        if !inside {
+            return self.put_notify(offset, src, len, notify, via);
+        }
+        let s = &self.shared;
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(self.piece());
+            let slice = data
+                .slice((at - base) as usize + done, n)
+                .map_err(fabric_error)?;
+            let (ep, dst, off) = (&s.endpoint, &self.keys.data, offset + done as u64);
+            // The segment stays mapped and registered until the provider
+            // is done with the write.
+            s.post(
+                self.owner,
+                via,
+                false,
+                Then::Hold(seg.clone()),
+                |peer, id| ep.write(peer, slice, dst, off, id),
+            )?;
+            done += n;
+        }
+        match notify {
+            Some((id, value)) => self.notify(id, value, via),
+            None => Ok(()),
+        }
+    }
+
+    fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()> {
+        let s = &self.shared;
+        let (ep, words) = (&s.endpoint, &self.keys.words);
+        let off = WORDS_HEADER + 4 * id as u64;
+        s.post(self.owner, via, false, Then::Nothing, |peer, rid| {
+            ep.notify(peer, words, off, value, rid)
+        })
+        .map(|_| ())
+    }
+
+    fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
+        let mut at = 0usize;
+        while at < len {
+            let n = (len - at).min(self.piece());
+            let staging = self.shared.read_blocking(
+                self.owner,
+                &self.keys.data,
+                offset + at as u64,
+                n,
+                None,
+            )?;
+            // SAFETY: the caller guarantees `dst` is valid for `len` bytes;
+            // at + n <= len; the read completed into the staging buffer.
+            unsafe { std::ptr::copy_nonoverlapping(staging.ptr(), dst.add(at), n) };
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn post_get(
+        &self,
+        offset: u64,
+        into: &Arc<LocalSegment>,
+        into_offset: u64,
+        len: usize,
+        via: Via<'_>,
+    ) -> Result<()> {
+        let Some(data) = into
+            .transport_registration::<Registration>()
+            .and_then(|r| r.data.as_ref())
+        else {
+            // Not registered (GPU memory): read through a staging copy now.
+            // SAFETY: the caller checked the range against `into`.
+            let dst = unsafe { into.data().add(into_offset as usize) };
+            return self.get(offset, dst, len);
+        };
+        let s = &self.shared;
+        let mut at = 0usize;
+        while at < len {
+            let n = (len - at).min(self.piece());
+            let slice = data
+                .slice(into_offset as usize + at, n)
+                .map_err(fabric_error)?;
+            let (ep, src, off) = (&s.endpoint, &self.keys.data, offset + at as u64);
+            s.post(
+                self.owner,
+                via,
+                true,
+                Then::Hold(into.clone()),
+                |peer, id| ep.read(peer, slice, src, off, id),
+            )?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn post_read_notify(
+        &self,
+        seg: &Arc<LocalSegment>,
+        id: u32,
+        value: u32,
+        via: Via<'_>,
+    ) -> Result<()> {
+        let s = &self.shared;
+        {
+            let mut reads = s.reads.lock().unwrap_or_else(|e| e.into_inner());
+            let r = reads.entry(self.owner.0).or_default();
+            if r.in_flight > 0 {
+                if let Some(q) = via.queue {
+                    q.outstanding.add(self.owner, 1);
+                }
+                r.waiting.push(ReadNotify {
+                    seg: seg.clone(),
+                    id,
+                    value,
+                    queue: via.queue.map(|q| q.index),
+                });
+                return Ok(());
+            }
+        }
+        seg.notifications
+            .set(id, value)
+            .map_err(|e| Error::Protocol(format!("read notification: {e}")))
+    }
+
+    fn atomic(&self, offset: u64, op: AtomicOp) -> Result<Option<u64>> {
+        let s = &self.shared;
+        if !s.nic_atomics {
+            // The owner applies it (see `atomics.rs`).
+            return Ok(None);
+        }
+        let scratch = Staging::new(&s.endpoint, 24)?;
+        let slot = Arc::new(Slot::default());
+        let slice = scratch.mr.slice(0, 24).map_err(fabric_error)?;
+        let (ep, target) = (&s.endpoint, &self.keys.data);
+        let id = s.post(
+            self.owner,
+            Via::INTERNAL,
+            false,
+            Then::Wake(slot.clone()),
+            |peer, id| match op {
+                AtomicOp::FetchAdd(v) => ep.fetch_add(peer, target, offset, v, slice, id),
+                AtomicOp::CompareSwap { comparator, new } => {
+                    ep.compare_swap(peer, target, offset, comparator, new, slice, id)
+                }
+            },
+        )?;
+        if let Err(e) = s.wait_for(self.owner, &slot, None) {
+            // The result may still land: the scratch stays until then.
+            s.attach(id, Then::Keep(scratch));
+            return Err(e);
+        }
+        // SAFETY: 24 bytes, 8-aligned; the atomic completed, so the old
+        // value is in bytes 16..24 and no one writes them any more.
+        let old = unsafe { scratch.ptr().add(16).cast::<u64>().read_volatile() };
+        drop(scratch);
+        Ok(Some(old))
+    }
+
+    fn gpu_view(&self, _home: u32) -> Result<GpuView> {
+        Err(Error::NoTransport {
+            rank: self.owner,
+            reason: "a GPU kernel cannot reach a segment on another host directly; \
+                     its requests go through the CPU"
+                .into(),
+        })
+    }
+}
