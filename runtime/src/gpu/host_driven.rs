@@ -2,15 +2,17 @@
 //! copies and notifications a CPU thread enqueues on its queue's stream,
 //! reads, and the local completion of a queue's GPU work.
 
+use super::copy_batch;
 use super::owner_copy::OwnerCopies;
 use super::queue_stream::QueueStream;
 use crate::base::Base;
 use crate::model::error::{Error, Result};
 use crate::segments::LocalSegment;
 use crate::transport::{GpuView, RemoteSegment};
-use gaspi_segments::gpu::{self, DevicePtr, GpuMemory, GpuStream};
+use gaspi_segments::gpu::{self, DevicePtr, GpuContext, GpuMemory, GpuStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::OnceLock;
 
 /// The GPU path of a rank: the device its copies run on, and the copies
@@ -53,6 +55,14 @@ impl Gpu {
         Ok(qs.stream.get().expect("set just above"))
     }
 
+    /// The queue's stream with its gathered writes launched on it: what is
+    /// enqueued on it next, or waited for, comes after them.
+    fn flushed_stream<'q>(&self, qs: &'q QueueStream) -> Result<&'q GpuStream> {
+        let stream = self.queue_stream(qs)?;
+        flush_batch(qs, stream)?;
+        Ok(stream)
+    }
+
     /// `write` / `write_notify` through the GPU path. Arguments are checked.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn gpu_put(
@@ -81,10 +91,32 @@ impl Gpu {
             // first by the API's contract, as for any posted GASPI request.
             Some(dst) => {
                 let dst = remote_address(dst, remote_offset)?;
-                // SAFETY: as just said.
-                unsafe { gpu::copy_unified(stream, dst, src, len)? }
+                // A write joins the batch only behind other GPU work of the
+                // queue: the first of a window (and a lone write_notify)
+                // starts on the copy engine at once, which answers sooner
+                // than a launch (see copy_batch).
+                let batched = copy_batch::suits(len, dst, src)
+                    && local.device() == Some(home)
+                    && kernel_reaches(&view, home)
+                    && {
+                        let mut batch = qs.batch.lock().unwrap_or_else(|p| p.into_inner());
+                        let join = !batch.is_empty() || (notify.is_none() && qs.pending());
+                        if join {
+                            batch.push(dst, src, len);
+                            if batch.full() || notify.is_some() {
+                                batch.launch(stream)?;
+                            }
+                        }
+                        join
+                    };
+                if !batched {
+                    flush_batch(qs, stream)?;
+                    // SAFETY: as just said.
+                    unsafe { gpu::copy_unified(stream, dst, src, len)? }
+                }
             }
             None => {
+                flush_batch(qs, stream)?;
                 let mut bounce = vec![0u8; len];
                 // SAFETY: `bounce` lives until after the synchronize below.
                 unsafe { gpu::copy_unified(stream, bounce.as_mut_ptr() as u64, src, len)? };
@@ -113,7 +145,7 @@ impl Gpu {
         value: u32,
     ) -> Result<()> {
         let view = r.gpu_view(self.home_device())?;
-        let stream = self.queue_stream(qs)?;
+        let stream = self.flushed_stream(qs)?;
         self.stream_notify(qs, stream, &view, id, value)
     }
 
@@ -171,7 +203,7 @@ impl Gpu {
         size: u64,
     ) -> Result<()> {
         let home = self.home_device();
-        let stream = self.queue_stream(qs)?;
+        let stream = self.flushed_stream(qs)?;
         let view = r.gpu_view(home)?;
         let dst = local.unified_ptr(local_offset, home, self.base.config.pin_host_segments);
         let len = usize::try_from(size).map_err(|_| Error::TooLarge {
@@ -210,11 +242,52 @@ impl Gpu {
         // queues never have GPU work pending.
         if qs.pending.load(Ordering::Relaxed) && qs.pending.swap(false, Ordering::Relaxed) {
             if let Some(stream) = qs.stream.get() {
+                flush_batch(qs, stream)?;
                 gpu::synchronize(stream)?;
             }
         }
         Ok(())
     }
+}
+
+/// Launches the writes `qs` gathered, if any, on its `stream`.
+fn flush_batch(qs: &QueueStream, stream: &GpuStream) -> Result<()> {
+    let mut batch = qs.batch.lock().unwrap_or_else(|p| p.into_inner());
+    if batch.is_empty() {
+        return Ok(());
+    }
+    batch.launch(stream)
+}
+
+/// Whether a kernel on `home` may store into the GPU memory `view`
+/// describes: memory of `home` itself, or of a device `home` has peer
+/// access to (enabled here, once per pair), opened in `home`'s context.
+fn kernel_reaches(view: &GpuView, home: u32) -> bool {
+    static PEERS: Mutex<Vec<(u32, u32, bool)>> = Mutex::new(Vec::new());
+    let Some(owner) = view.device else {
+        return false;
+    };
+    if view.mapped_in.is_some_and(|d| d != home) {
+        return false;
+    }
+    if owner == home {
+        return true;
+    }
+    let mut peers = PEERS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&(_, _, ok)) = peers.iter().find(|(a, b, _)| (*a, *b) == (home, owner)) {
+        return ok;
+    }
+    let ok = (|| -> Result<bool> {
+        let (a, b) = (GpuContext::new(home)?, GpuContext::new(owner)?);
+        if !a.can_access_peer(&b)? {
+            return Ok(false);
+        }
+        gpu::enable_peer_access(&a, &b)?;
+        Ok(true)
+    })()
+    .unwrap_or(false);
+    peers.push((home, owner, ok));
+    ok
 }
 
 /// The device address `offset` bytes into a peer's GPU data at `base`

@@ -9,7 +9,9 @@
 //! first use on the rank's home device) and returns; a notification that
 //! follows is a `cuStreamWriteValue32` on the same stream, so the stream's
 //! order is GASPI's "data first, then the flag". `wait(queue)` synchronises
-//! the stream: local completion. Once a queue has GPU work in flight, every
+//! the stream: local completion. Writes between GPU memories posted behind
+//! other GPU work of the queue are gathered and copied by one kernel launch
+//! (see `copy_batch.rs`, decision 0046). Once a queue has GPU work in flight, every
 //! later notification on it takes the stream too, so a plain CPU store can
 //! never overtake a copy still in flight. Reads are synchronous (the data is
 //! in place when `read` returns): simpler, and a read's latency is that of
@@ -27,6 +29,7 @@
 //! (`gaspi_device_ctx`, see `gpu-kernels/`) and runs the server of the
 //! request ring through which kernels reach targets they cannot store into.
 
+pub(crate) mod copy_batch;
 pub(crate) mod device_context;
 pub(crate) mod host_driven;
 pub(crate) mod owner_copy;

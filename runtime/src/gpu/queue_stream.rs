@@ -19,6 +19,9 @@ pub(crate) struct QueueStream {
     /// relays notifications into a peer GPU's memory (see `stream_notify`);
     /// locked while a relay's two operations are enqueued.
     pub(crate) relay: Mutex<Option<GpuMemory>>,
+    /// Writes between GPU memories gathered for one copy kernel, launched
+    /// before anything else uses the stream (see `copy_batch.rs`).
+    pub(crate) batch: Mutex<super::copy_batch::Batch>,
     pub(crate) pending: AtomicBool,
     /// Whether `owners` is non-empty (checked without the lock).
     pub(crate) owner_pending: AtomicBool,
