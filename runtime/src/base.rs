@@ -51,6 +51,13 @@ impl Base {
             .as_ref()
             .map_or("none", |t| t.name())
     }
+
+    /// The provider of the transport towards `rank`, if it has one.
+    pub fn transport_provider(&self, rank: Rank) -> Option<String> {
+        self.transports[rank.0 as usize]
+            .as_ref()
+            .and_then(|t| t.provider().map(str::to_owned))
+    }
 }
 
 /// Bytes of one allreduce slot of the system segment for an

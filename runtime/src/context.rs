@@ -519,10 +519,31 @@ impl Gaspi {
     }
 
     /// Name of the transport that reaches `rank`: "shm" (shared memory,
-    /// CUDA IPC for GPU segments) or "tcp".
+    /// CUDA IPC for GPU segments), "tcp", "verbs" or "libfabric" (see
+    /// [`Self::transport_provider`] for which provider).
     pub fn transport(&self, rank: Rank) -> Result<&'static str> {
         self.inner.base.peers.check_rank(rank)?;
         Ok(self.inner.base.transport_name(rank))
+    }
+
+    /// The provider under the transport that reaches `rank`, where the
+    /// transport runs over one chosen at start-up: libfabric's (`cxi`,
+    /// `efa`, `verbs;ofi_rxm`, `tcp;ofi_rxm`, ..., as `GASPI_NET_PROVIDER`
+    /// or `fi_getinfo` chose it); `None` for the others.
+    ///
+    /// ```no_run
+    /// use gaspi::{Config, Gaspi, Rank};
+    /// let g = Gaspi::init(Config::from_env()?)?;
+    /// let to = Rank((g.rank().0 + 1) % g.size());
+    /// match g.transport_provider(to)? {
+    ///     Some(p) => println!("{} over {p}", g.transport(to)?),
+    ///     None => println!("{}", g.transport(to)?),
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn transport_provider(&self, rank: Rank) -> Result<Option<String>> {
+        self.inner.base.peers.check_rank(rank)?;
+        Ok(self.inner.base.transport_provider(rank))
     }
 
     /// The ranks this rank has a control connection to, ascending. At

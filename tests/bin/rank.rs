@@ -689,9 +689,13 @@ fn ping_pong(rounds: u32, max_size: u64) -> Res {
                 g.wait(Queue(0), LONG)?;
             }
         }
+        let via = match g.transport_provider(Rank(partner))? {
+            Some(p) => format!("{} over {p}", g.transport(Rank(partner))?),
+            None => g.transport(Rank(partner))?.to_string(),
+        };
         say(
             &g,
-            format!("ok ping-pong with rank {partner}: {rounds} rounds"),
+            format!("ok ping-pong with rank {partner}: {rounds} rounds ({via})"),
         );
     } else {
         say(&g, "ok ping-pong: no partner, idle");
@@ -1143,6 +1147,7 @@ fn bad_inputs() -> Res {
         expect_err!(g.proc_ping(bad, LONG), Error::BadRank { rank, size } if rank == bad && size == n);
         expect_err!(g.proc_kill(bad), Error::BadRank { rank, size } if rank == bad && size == n);
         expect_err!(g.transport(bad), Error::BadRank { rank, size } if rank == bad && size == n);
+        expect_err!(g.transport_provider(bad), Error::BadRank { rank, size } if rank == bad && size == n);
     }
     expect_err!(g.proc_kill(me), Error::BadRank { rank, .. } if rank == me);
     // Bad queues (2 in use, 16 at most).

@@ -170,6 +170,11 @@ pub(crate) struct RemoteEnd<'a> {
 pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Short name for logs and benchmark records.
     fn name(&self) -> &'static str;
+    /// The provider underneath, for a transport that runs over one chosen
+    /// at start-up (libfabric's `cxi`, `efa`, `tcp;ofi_rxm`, ...).
+    fn provider(&self) -> Option<&str> {
+        None
+    }
     /// Makes the segment a peer registered reachable from here. `home` is
     /// this rank's GPU once it has one: a peer's GPU memory is opened (on
     /// first use, when `home` is known if it ever will be) in its context,
