@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fabric-netns.sh - the libfabric RMA layer against the provider's own
+# fabric-netns.sh - the libfabric RMA layer and the runtime over the
+# libfabric transport against the provider's own
 # fi_pingpong, between the same two network namespaces (a veth pair,
 # 10.98.0.1 and 10.98.0.2), in the same run, launches interleaved.
 #
@@ -21,8 +22,12 @@
 # message, and the 4 MiB comparison is ping-pong against ping-pong, with
 # the streaming figure beside it.
 #
+# - the runtime (gaspi-bench over GASPI_TRANSPORT=libfabric, one rank per
+#   namespace): its write_notify ping-pong and write bandwidth, the
+#   figures the issue's goals are about.
+#
 # Needs root, iproute2, fi_pingpong (libfabric-bin) and a build of
-#   cargo build --release -p gaspi-bench --features libfabric --bin gaspi-fabric-bench
+#   cargo build --release -p gaspi-bench --features libfabric
 #
 #   bench/fabric-netns.sh [ROUNDS]    (default 5; PROVIDER=tcp;ofi_rxm)
 set -euo pipefail
@@ -83,12 +88,48 @@ for line in sys.stdin:
 ' || echo "fabric-netns.sh: gaspi-fabric-bench failed" >&2
     wait "$server" || echo "fabric-netns.sh: the gaspi-fabric-bench target failed" >&2
 }
+# runtime: the whole runtime over the libfabric transport (gaspi-bench,
+# GASPI_TRANSPORT=libfabric, one rank per namespace): the write_notify +
+# notify_waitsome + notify_reset ping-pong (8 B and 4 MiB) and the write
+# bandwidth (windows of 16 writes of 4 MiB, then wait). Needs gaspi-bench
+# built with --features gaspi/libfabric; skipped (said) without it.
+RUNTIME="$ROOT/target/release/gaspi-bench"
+KEY=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+runtime() {
+    port=$((port + 1))
+    local env=(env GASPI_TRANSPORT=libfabric GASPI_NET_PROVIDER="$PROVIDER" GASPI_SIZE=2 GASPI_LOCAL_RANK=0
+        GASPI_LOCAL_SIZE=1 GASPI_RENDEZVOUS=10.98.0.1:$port GASPI_JOB_KEY="$KEY")
+    ip netns exec "$B" "${NICE[@]}" timeout 300 "${env[@]}" GASPI_RANK=1 "$RUNTIME" --json "$@" >/dev/null &
+    local peer=$!
+    ip netns exec "$A" "${NICE[@]}" timeout 300 "${env[@]}" GASPI_RANK=0 "$RUNTIME" --json "$@" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r["bench"] == "pingpong":
+        print("runtime-pingpong", r["size"], r["median_us"], round(r["size"] / r["median_us"], 1))
+    elif r["bench"] == "write-bw" and r["size"] == 4194304:
+        print("runtime-bw", r["size"], "-", round(r["gbps"] * 1000, 1))
+' || echo "fabric-netns.sh: gaspi-bench over libfabric failed" >&2
+    wait "$peer" || echo "fabric-netns.sh: the gaspi-bench peer failed" >&2
+}
+with_runtime=0
+if [ -x "$RUNTIME" ] && ldd "$RUNTIME" | grep -q libfabric; then
+    with_runtime=1
+else
+    echo "fabric-netns.sh: SKIPPED the runtime's figures: $RUNTIME is not built with --features gaspi/libfabric" >&2
+fi
 for round in $(seq "$ROUNDS"); do
     echo "== round $round" >&2
     fi_pp 8 10000 | tee -a "$OUT/all.txt"
     fi_pp 4194304 100 | tee -a "$OUT/all.txt"
     ours --sizes 0,8,4194304 | tee -a "$OUT/all.txt"
     ours --sizes 8,4194304 --notify data --bw-iters 0 | tee -a "$OUT/all.txt"
+    if [ "$with_runtime" = 1 ]; then
+        runtime pingpong --sizes 8,4194304 | tee -a "$OUT/all.txt"
+        runtime write-bw | tee -a "$OUT/all.txt"
+    fi
 done
 echo "== $PROVIDER between two network namespaces, $ROUNDS launches each: median [min..max]"
 python3 - "$OUT/all.txt" <<'PY'
@@ -114,6 +155,13 @@ if pp8 and w8:
     print(f"8 B: ours / fi_pingpong = {w8 / pp8:.2f} (goal <= 1.3); the word alone: {n0 / pp8:.2f}")
 if pp8 and d8:
     print(f"8 B with the notification as remote CQ data: ours / fi_pingpong = {d8 / pp8:.2f}")
+r8 = show("runtime 8 B write_notify half round trip", col("runtime-pingpong", 8, 2), "us")
+r4 = show("runtime 4 MiB write_notify ping-pong rate", col("runtime-pingpong", 4194304, 3), "MB/s")
+rbw = show("runtime 4 MiB write bandwidth (16 in flight)", col("runtime-bw", 4194304, 3), "MB/s")
+if pp8 and r8:
+    print(f"the runtime, 8 B: ours / fi_pingpong = {r8 / pp8:.2f} (goal <= 1.3)")
+if pp4 and rbw:
+    print(f"the runtime, 4 MiB: write bandwidth / fi_pingpong = {rbw / pp4:.2f}, ping-pong / fi_pingpong = {r4 / pp4:.2f} (goal >= 0.9)")
 if pp4 and w4:
     print(f"4 MiB: ping-pong ours / fi_pingpong = {w4 / pp4:.2f}; streaming ours / fi_pingpong ping-pong = {bw / pp4:.2f} (goal >= 0.9)")
 PY

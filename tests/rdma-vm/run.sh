@@ -6,7 +6,12 @@
 # link. The VM sees the host's / read-only over 9p and chroots into it: the
 # binaries under test are this tree's target/release ones, unchanged.
 #
-# usage: tests/rdma-vm/run.sh   (after cargo build --release --workspace --features gaspi/verbs)
+# Built with --features gaspi/libfabric as well, it runs the same scenarios
+# over the libfabric transport with the verbs;ofi_rxm provider (libfabric's
+# verbs provider from the host's libfabric1, through librdmacm) and says
+# FABRIC_VERBS_TESTS passed=N failed=M before the last line.
+#
+# usage: tests/rdma-vm/run.sh   (after cargo build --release --workspace --features gaspi/verbs[,gaspi/libfabric])
 # env:   RDMA_VM_WORK  scratch folder (default target/rdma-vm)
 #        RDMA_VM_ONLY  space-separated subset of scenario names to run
 #
@@ -68,7 +73,7 @@ rm -rf "$R" && mkdir -p "$R"/{bin,sbin,proc,sys,dev,tmp,mnt/host,lib/modules/$KV
 cp /bin/busybox "$R/bin/busybox"
 for a in $("$R/bin/busybox" --list); do [ "$a" = busybox ] || ln -sf busybox "$R/bin/$a"; done
 ln -sf ../bin/busybox "$R/sbin/modprobe"
-mods=$(for m in crc32_generic rdma_rxe ib_uverbs veth 9p 9pnet_virtio virtio_pci; do
+mods=$(for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm veth 9p 9pnet_virtio virtio_pci; do
     modprobe -d "$KROOT" -S "$KVER" --show-depends "$m"; done | awk '$1=="insmod"{print $2}' | sort -u)
 [ -n "$mods" ] || broken "no modules found in $KPKG"
 for f in $mods; do
@@ -121,8 +126,19 @@ tr -d '\r' < "$LOG" | grep -E '^(vm:|VMTEST|---|  )' || true
 say "VM ran $(( $(date +%s) - t0 )) s (qemu rc $rc)"
 grep -q 'vm: ready' "$LOG" || { tail -30 "$LOG"; broken "the VM did not boot to the test script"; }
 grep -q 'vm: done' "$LOG" || { tail -30 "$LOG"; broken "the VM did not finish (timeout or crash)"; }
-passed=$(tr -d '\r' < "$LOG" | grep -c '^VMTEST PASS')
-failed=$(tr -d '\r' < "$LOG" | grep -c '^VMTEST FAIL')
+# The libfabric transport over verbs;ofi_rxm (scenarios named fabric-*),
+# when the binaries are built with --features gaspi/libfabric.
+fabric_failed=0
+if [[ $libs == *libfabric* ]]; then
+    fpassed=$(tr -d '\r' < "$LOG" | grep -c '^VMTEST PASS fabric-')
+    fabric_failed=$(tr -d '\r' < "$LOG" | grep -c '^VMTEST FAIL fabric-')
+    [ "$fpassed" -gt 0 ] || fabric_failed=$((fabric_failed + 1))
+    echo "FABRIC_VERBS_TESTS passed=$fpassed failed=$fabric_failed"
+else
+    echo "SKIPPED libfabric over verbs;ofi_rxm: target/release is not built with --features gaspi/libfabric"
+fi
+passed=$(tr -d '\r' < "$LOG" | grep '^VMTEST PASS' | grep -vc '^VMTEST PASS fabric-')
+failed=$(tr -d '\r' < "$LOG" | grep '^VMTEST FAIL' | grep -vc '^VMTEST FAIL fabric-')
 [ "$passed" -gt 0 ] || failed=$((failed + 1))
 echo "VERBS_TESTS passed=$passed failed=$failed"
-[ "$failed" = 0 ]
+[ "$failed" = 0 ] && [ "$fabric_failed" = 0 ]

@@ -2,7 +2,9 @@
 //! QEMU virtual machine booted from Debian's kernel, two rxe devices on the
 //! ends of a veth pair, the project's multi-rank scenarios run inside with
 //! `GASPI_TRANSPORT=verbs` (`tests/rdma-vm/run.sh` does it all and says
-//! `VERBS_TESTS passed=N failed=M`).
+//! `VERBS_TESTS passed=N failed=M`). Built with `--features
+//! gaspi/libfabric` as well, the same scenarios run over the libfabric
+//! transport with the `verbs;ofi_rxm` provider (`FABRIC_VERBS_TESTS`).
 //!
 //! Runs only where it can: binaries built with `--features gaspi/verbs`
 //! (linked to libibverbs), QEMU present or root to install it, a kernel
@@ -74,5 +76,23 @@ fn scenarios_pass_over_soft_roce_verbs() {
         .unwrap_or_else(|| panic!("no VERBS_TESTS line at the end:\n{stdout}\n{stderr}"));
     assert_eq!(counts[1], 0, "scenarios failed over verbs: {last}");
     assert!(counts[0] >= 11, "too few scenarios ran: {last}");
+    // Built with the libfabric feature too: the same scenarios over the
+    // libfabric transport with libfabric's verbs provider.
+    let ldd = Command::new("ldd").arg(&model_rank).output();
+    if ldd.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libfabric")) {
+        let fabric = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("FABRIC_VERBS_TESTS passed="))
+            .and_then(|rest| rest.split_once(" failed="))
+            .and_then(|(p, f)| Some((p.parse::<u32>().ok()?, f.parse::<u32>().ok()?)))
+            .unwrap_or_else(|| panic!("no FABRIC_VERBS_TESTS line:\n{stdout}\n{stderr}"));
+        assert_eq!(fabric.1, 0, "scenarios failed over verbs;ofi_rxm");
+        assert!(fabric.0 >= 11, "too few scenarios ran over verbs;ofi_rxm");
+    } else {
+        skip(
+            "rdma_vm: the libfabric transport over verbs;ofi_rxm",
+            "not built with --features gaspi/libfabric",
+        );
+    }
     assert!(out.status.success(), "run.sh failed: {last}");
 }

@@ -131,7 +131,9 @@ pub struct Config {
     pub transport: TransportChoice,
     /// The RDMA device (and port) to use (`GASPI_NET_DEVICE=name[:port]`,
     /// or a comma-separated list from which rank `r` takes entry
-    /// `r % len`); `None`: the first device, port 1.
+    /// `r % len`); `None`: the first device, port 1. Under
+    /// `GASPI_TRANSPORT=libfabric` the entry's name is the libfabric
+    /// domain (`cxi0`, `rxe0`, an interface for `tcp;ofi_rxm`).
     pub net_device: Option<String>,
     /// The GID index RoCE traffic uses (`GASPI_NET_GID_INDEX`); `None`:
     /// the first RoCE v2 GID, preferring an IPv4-mapped one.

@@ -504,6 +504,18 @@ impl FabricTransport {
         let mut query = Query {
             provider: config.net_provider.clone(),
             atomics: config.net_atomics_nic,
+            // GASPI_NET_DEVICE names the domain (entry `rank % len` of a
+            // list, a `:port` ignored), as it names the verbs device.
+            domain: config
+                .net_device
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|spec| {
+                    let entries: Vec<&str> = spec.split(',').map(str::trim).collect();
+                    let entry = entries[rank.0 as usize % entries.len()];
+                    entry.split_once(':').map_or(entry, |(name, _)| name).to_string()
+                }),
             ..Query::default()
         };
         // Socket-based providers bind to an interface: the one that
