@@ -115,7 +115,9 @@ for line in sys.stdin:
     wait "$peer" || echo "fabric-netns.sh: the gaspi-bench peer failed" >&2
 }
 with_runtime=0
-if [ -x "$RUNTIME" ] && ldd "$RUNTIME" | grep -q libfabric; then
+# (ldd captured first: `ldd | grep -q` fails under pipefail when grep
+# stops reading early.)
+if [ -x "$RUNTIME" ] && [[ $(ldd "$RUNTIME") == *libfabric* ]]; then
     with_runtime=1
 else
     echo "fabric-netns.sh: SKIPPED the runtime's figures: $RUNTIME is not built with --features gaspi/libfabric" >&2

@@ -32,6 +32,8 @@
 //! before it to the same rank, and a read's local notification is set
 //! after the data of every read posted before it to the same rank.
 
+#[cfg(any(feature = "verbs", feature = "libfabric"))]
+pub(crate) mod completions;
 pub(crate) mod cuda_ipc;
 #[cfg(feature = "libfabric")]
 pub(crate) mod libfabric;

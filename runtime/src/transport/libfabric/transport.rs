@@ -52,17 +52,18 @@ use super::libfabric::{
 use crate::model::config::TransportChoice;
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
-use crate::model::ids::{AtomicOp, Rank, RankState};
+use crate::model::ids::{AtomicOp, Rank};
 use crate::net::peers::Peers;
 use crate::segments::LocalSegment;
+use crate::transport::completions::{self, Requests, Slot};
 use crate::transport::outstanding::Outstanding;
 use crate::transport::{
     Capabilities, Completion, GpuView, NetworkTransport, RemoteSegment, Transport, Via,
 };
 use gaspi_notify::{NotificationArea, WakeMode};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// This transport's name in `GASPI_TRANSPORT`, logs, keys and endpoints.
@@ -217,41 +218,8 @@ impl Staging {
     }
 }
 
-/// What to do when a request completes.
-#[derive(Debug)]
-enum Then {
-    Nothing,
-    /// Keep a staging copy registered until the provider is done with it.
-    Keep(#[allow(dead_code)] Staging),
-    /// Keep a local segment (a write's source, a read's destination)
-    /// mapped and registered until then.
-    Hold(#[allow(dead_code)] Arc<LocalSegment>),
-    /// Wake a caller that waits for it.
-    Wake(Arc<Slot>),
-}
-
-#[derive(Debug)]
-struct Pending {
-    rank: Rank,
-    queue: Option<u32>,
-    /// A read that a later `read_notify` to its owner must wait for.
-    read: bool,
-    then: Then,
-}
-
-/// The outcome of one request a caller waits for.
-#[derive(Debug, Default)]
-struct Slot {
-    done: Mutex<Option<std::result::Result<(), String>>>,
-    cv: Condvar,
-}
-
-impl Slot {
-    fn fill(&self, r: std::result::Result<(), String>) {
-        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-        self.cv.notify_all();
-    }
-}
+/// What a request does at its completion (keeping a staging copy).
+type Then = completions::Then<Staging>;
 
 /// A `read_notify` waiting for the reads posted before it to its owner.
 #[derive(Debug)]
@@ -283,8 +251,9 @@ struct Shared {
     av: Arc<AddressVector>,
     /// Each rank as the endpoint addresses it, once connected.
     peers: Vec<OnceLock<Peer>>,
-    pending: Mutex<HashMap<u32, Pending>>,
-    next_id: AtomicU32,
+    /// Requests in flight (ids fit a [`Token`]'s 32 bits); the extra is
+    /// whether a request is a read (a later `read_notify` waits for it).
+    requests: Requests<Staging, bool>,
     /// Reads in flight per owner (for `read_notify`).
     reads: Mutex<HashMap<u32, Reads>>,
     /// Whether this rank wrote to each rank since the last flush.
@@ -293,7 +262,6 @@ struct Shared {
     /// where a flush reads from.
     flush_from: Vec<OnceLock<RemoteMemory>>,
     nic_atomics: bool,
-    bound: OnceLock<Bound>,
     /// Whether a write_notify is one write carrying its notification as
     /// remote CQ data (the provider offers 8 bytes of it and keeps writes
     /// in order or fences them): half the operations, and the target
@@ -309,13 +277,6 @@ struct Shared {
     /// without, two ranks on two cores).
     waiter_read: AtomicU64,
     epoch: Instant,
-}
-
-/// What requests are settled with, once the rank's state exists.
-#[derive(Debug)]
-struct Bound {
-    peers: Weak<Peers>,
-    outstanding: Vec<Arc<Outstanding>>,
 }
 
 impl NetworkTransport for FabricTransport {
@@ -451,7 +412,7 @@ impl NetworkTransport for FabricTransport {
     ) -> Result<()> {
         let _ = self.fallback.set(fallback);
         let watch = peers.clone();
-        let _ = self.shared.bound.set(Bound { peers, outstanding });
+        self.shared.requests.bind(peers, outstanding);
         let shared = self.shared.clone();
         std::thread::Builder::new()
             .name("gaspi-fabric-cq".into())
@@ -582,12 +543,10 @@ impl FabricTransport {
                 endpoint: node.endpoint,
                 av: node.peers,
                 peers: (0..size).map(|_| OnceLock::new()).collect(),
-                pending: Mutex::new(HashMap::new()),
-                next_id: AtomicU32::new(1),
+                requests: Requests::new(u64::from(u32::MAX)),
                 reads: Mutex::new(HashMap::new()),
                 wrote: (0..size).map(|_| AtomicBool::new(false)).collect(),
                 flush_from: (0..size).map(|_| OnceLock::new()).collect(),
-                bound: OnceLock::new(),
             }),
         })
     }
@@ -619,10 +578,7 @@ const WAITERS_READ_NS: u64 = 1_000_000;
 
 impl Shared {
     fn peers(&self) -> Result<Arc<Peers>> {
-        self.bound
-            .get()
-            .and_then(|b| b.peers.upgrade())
-            .ok_or(Error::NotInitialized)
+        self.requests.peers()
     }
 
     /// Reads every completion there is and settles its request.
@@ -658,49 +614,15 @@ impl Shared {
     }
 
     fn complete(&self, token: Token, failed: Option<FabricError>) {
-        let Some(p) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&token.id)
-        else {
-            return;
-        };
-        let peers = self.peers().ok();
-        let failure = failed.map(|err| {
-            if let Some(peers) = &peers {
-                if peers.peer_ok(p.rank).is_ok() {
-                    tracing::warn!(
-                        rank = p.rank.0,
-                        "a libfabric request to {} failed ({err}); marking it corrupt",
-                        p.rank
-                    );
+        self.requests.complete(
+            u64::from(token.id),
+            failed.map(|err| format!("libfabric: {err}")),
+            |p, failure| {
+                if p.extra {
+                    self.read_done(p.rank, failure);
                 }
-                peers.mark(p.rank, RankState::Corrupt);
-            }
-            Error::RdmaFailed {
-                rank: p.rank,
-                reason: format!("libfabric: {err}"),
-            }
-        });
-        if let Then::Wake(slot) = &p.then {
-            slot.fill(match &failure {
-                None => Ok(()),
-                Some(e) => Err(e.to_string()),
-            });
-        }
-        if p.read {
-            self.read_done(p.rank, failure.as_ref());
-        }
-        self.settle(p.rank, p.queue, failure);
-    }
-
-    fn settle(&self, rank: Rank, queue: Option<u32>, failure: Option<Error>) {
-        if let (Some(q), Some(b)) = (queue, self.bound.get()) {
-            if let Some(o) = b.outstanding.get(q as usize) {
-                o.settle(rank, 1, failure);
-            }
-        }
+            },
+        );
     }
 
     /// A read to `rank` completed: once none is left in flight, the
@@ -730,7 +652,7 @@ impl Shared {
                     .err()
                     .map(|e| Error::Protocol(format!("read notification: {e}"))),
             };
-            self.settle(rank, w.queue, failure);
+            self.requests.settle(rank, w.queue, failure);
         }
     }
 
@@ -754,22 +676,7 @@ impl Shared {
                 rank,
                 reason: "not connected over libfabric".into(),
             })?;
-        let id = loop {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            if let std::collections::hash_map::Entry::Vacant(v) = pending.entry(id) {
-                v.insert(Pending {
-                    rank,
-                    queue: via.queue.map(|q| q.index),
-                    read,
-                    then,
-                });
-                break id;
-            }
-        };
-        if let Some(q) = via.queue {
-            q.outstanding.add(rank, 1);
-        }
+        let id = self.requests.insert(rank, via, read, then);
         if !read {
             if let Some(w) = self.wrote.get(rank.0 as usize) {
                 w.store(true, Ordering::Release);
@@ -783,18 +690,13 @@ impl Shared {
                 .or_default()
                 .in_flight += 1;
         }
+        // The table's mask keeps ids within 32 bits.
+        let id = id as u32;
         if let Err(e) = op(peer, id) {
             // Not posted: no completion will come for it.
-            let p = self
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
+            let p = self.requests.unpost(u64::from(id), rank, via);
             if read {
                 self.read_done(rank, None);
-            }
-            if let Some(q) = via.queue {
-                q.outstanding.settle(rank, 1, None);
             }
             drop(p);
             return Err(match e {
@@ -808,13 +710,9 @@ impl Shared {
         Ok(id)
     }
 
-    /// Gives the request `id` something to do (or keep) at its completion;
-    /// if it completed already, `then` is dropped now.
+    /// Gives the request `id` something to do (or keep) at its completion.
     fn attach(&self, id: u32, then: Then) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = pending.get_mut(&id) {
-            p.then = then;
-        }
+        self.requests.attach(u64::from(id), then);
     }
 
     /// Reads `len` bytes at `offset` of `rank`'s registration `from` into
@@ -850,38 +748,8 @@ impl Shared {
     /// Waits for the request of `slot` to `rank`, reading completions
     /// (until `until`, if given).
     fn wait_for(&self, rank: Rank, slot: &Slot, until: Option<Instant>) -> Result<()> {
-        let peers = self.peers()?;
-        let mut done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
-        // A peer seen ended may have answered first: one more look.
-        let mut last_look = false;
-        loop {
-            match done.take() {
-                Some(Ok(())) => return Ok(()),
-                Some(Err(reason)) => return Err(Error::RdmaFailed { rank, reason }),
-                None => {}
-            }
-            if let Err(e) = peers.peer_ok(rank) {
-                if last_look {
-                    return Err(e);
-                }
-                last_look = true;
-            }
-            if until.is_some_and(|t| Instant::now() > t) {
-                return Err(Error::Timeout {
-                    op: "a libfabric flush",
-                });
-            }
-            drop(done);
-            self.progress();
-            done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
-            if done.is_none() {
-                done = slot
-                    .cv
-                    .wait_timeout(done, Duration::from_millis(1))
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-        }
+        self.requests
+            .wait(rank, slot, until, "a libfabric flush", || self.progress())
     }
 }
 

@@ -67,15 +67,15 @@ use super::NetworkTransport;
 use super::{Capabilities, GpuView, RemoteSegment, Transport, Via};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
-use crate::model::ids::{Rank, RankState};
+use crate::model::ids::Rank;
 use crate::net::peers::Peers;
 use crate::segments::LocalSegment;
+use crate::transport::completions::{self, Requests, Slot};
 use crate::transport::outstanding::Outstanding;
 use device::{Completion, Device, MemoryRegion, QueuePair, Remote, Work};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// Largest piece of one RDMA WRITE or READ (the verbs limit is 2 GiB).
@@ -134,48 +134,11 @@ impl Registration {
     }
 }
 
-/// What to do when a request completes.
-#[derive(Debug)]
-enum Then {
-    Nothing,
-    /// Keep a staging copy registered until the NIC is done with it.
-    Keep(
-        #[allow(dead_code)] MemoryRegion,
-        #[allow(dead_code)] Box<[u8]>,
-    ),
-    /// Keep a local segment (the READ's destination) alive until then.
-    Hold(#[allow(dead_code)] Arc<LocalSegment>),
-    /// Wake a caller that waits for it.
-    Wake(Arc<Slot>),
-    /// Set a local notification (read_notify with a value other than 1).
-    SetNotify {
-        seg: Arc<LocalSegment>,
-        id: u32,
-        value: u32,
-        _staging: (MemoryRegion, Box<[u8]>),
-    },
-}
+/// A registered staging copy, kept until the NIC is done with it.
+type Staging = (MemoryRegion, Box<[u8]>);
 
-#[derive(Debug)]
-struct Pending {
-    rank: Rank,
-    queue: Option<u32>,
-    then: Then,
-}
-
-/// The outcome of one request a caller waits for.
-#[derive(Debug, Default)]
-struct Slot {
-    done: Mutex<Option<std::result::Result<(), String>>>,
-    cv: Condvar,
-}
-
-impl Slot {
-    fn fill(&self, r: std::result::Result<(), String>) {
-        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-        self.cv.notify_all();
-    }
-}
+/// What a request does at its completion.
+type Then = completions::Then<Staging>;
 
 /// The verbs transport of this rank.
 #[derive(Debug)]
@@ -194,23 +157,13 @@ struct Shared {
     inflight: Vec<AtomicU32>,
     /// Bytes a WRITE may carry inline.
     inline_max: usize,
-    pending: Mutex<HashMap<u64, Pending>>,
-    next_id: AtomicU64,
+    /// Requests in flight, by `wr_id`.
+    requests: Requests<Staging, ()>,
     /// A registered 4-byte constant 1: the source of peers' read_notify.
     one: (MemoryRegion, Box<[u32]>),
     /// Each peer's constant 1 (address, rkey), from its endpoint.
     peer_one: Mutex<Vec<(u64, u32)>>,
     nic_atomics: bool,
-    bound: OnceLock<Bound>,
-}
-
-/// What the transport settles its completions with, once the rank's
-/// state exists: the peers (whether a peer is alive; a failed request
-/// marks it) and each queue's count of outstanding requests.
-#[derive(Debug)]
-struct Bound {
-    peers: Weak<Peers>,
-    outstanding: Vec<Arc<Outstanding>>,
 }
 
 /// Which device a rank opens, from `GASPI_NET_DEVICE`.
@@ -339,12 +292,10 @@ impl VerbsTransport {
             shared: Arc::new(Shared {
                 inflight: (0..size).map(|_| AtomicU32::new(0)).collect(),
                 inline_max: qps.iter().map(|q| q.inline).min().unwrap_or(0) as usize,
-                pending: Mutex::new(HashMap::new()),
-                next_id: AtomicU64::new(1),
+                requests: Requests::new(u64::MAX),
                 one: (one_mr, one),
                 peer_one: Mutex::new(vec![(0, 0); size as usize]),
                 nic_atomics: config.net_atomics_nic,
-                bound: OnceLock::new(),
                 qps,
                 device,
             }),
@@ -396,7 +347,7 @@ impl VerbsTransport {
     ) -> Result<()> {
         let _ = self.fallback.set(tcp);
         let inner = peers.clone();
-        let _ = self.shared.bound.set(Bound { peers, outstanding });
+        self.shared.requests.bind(peers, outstanding);
         let shared = self.shared.clone();
         std::thread::Builder::new()
             .name("gaspi-verbs-cq".into())
@@ -456,10 +407,7 @@ fn completion_thread(shared: Arc<Shared>, inner: Weak<Peers>) {
 
 impl Shared {
     fn inner(&self) -> Result<Arc<Peers>> {
-        self.bound
-            .get()
-            .and_then(|b| b.peers.upgrade())
-            .ok_or(Error::NotInitialized)
+        self.requests.peers()
     }
 
     fn progress(&self) {
@@ -481,47 +429,10 @@ impl Shared {
     }
 
     fn complete(&self, wc: &Completion) {
-        let Some(p) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&wc.wr_id)
-        else {
-            return;
-        };
-        self.inflight[p.rank.0 as usize].fetch_sub(1, Ordering::AcqRel);
-        let inner = self.inner().ok();
-        let failure = (!wc.ok).then(|| {
-            let reason = device::status_str(wc.status);
-            if let Some(inner) = &inner {
-                if inner.peer_ok(p.rank).is_ok() {
-                    tracing::warn!(
-                        rank = p.rank.0,
-                        "a request to {} completed with {reason}; marking it corrupt",
-                        p.rank
-                    );
-                }
-                inner.mark(p.rank, RankState::Corrupt);
-            }
-            Error::RdmaFailed {
-                rank: p.rank,
-                reason,
-            }
+        let failed = (!wc.ok).then(|| device::status_str(wc.status).to_string());
+        self.requests.complete(wc.wr_id, failed, |p, _| {
+            self.inflight[p.rank.0 as usize].fetch_sub(1, Ordering::AcqRel);
         });
-        match p.then {
-            Then::Wake(slot) => slot.fill(match &failure {
-                None => Ok(()),
-                Some(e) => Err(e.to_string()),
-            }),
-            Then::SetNotify { seg, id, value, .. } if failure.is_none() => {
-                let _ = seg.notifications.set(id, value);
-            }
-            _ => {}
-        }
-        let counts = self.bound.get().map(|b| &b.outstanding);
-        if let (Some(q), Some(counts)) = (p.queue, counts) {
-            counts[q as usize].settle(p.rank, 1, failure);
-        }
     }
 
     /// Posts `work` to `rank`, counted on `via`'s queue, doing `then` at
@@ -543,31 +454,11 @@ impl Shared {
                 std::thread::yield_now();
             }
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id,
-                Pending {
-                    rank,
-                    queue: via.queue.map(|q| q.index),
-                    then,
-                },
-            );
-        if let Some(q) = via.queue {
-            q.outstanding.add(rank, 1);
-        }
+        let id = self.requests.insert(rank, via, (), then);
         self.inflight[r].fetch_add(1, Ordering::AcqRel);
         if let Err(e) = qp.post(id, work) {
-            self.pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
+            self.requests.unpost(id, rank, via);
             self.inflight[r].fetch_sub(1, Ordering::AcqRel);
-            if let Some(q) = via.queue {
-                q.outstanding.settle(rank, 1, None);
-            }
             return Err(e);
         }
         Ok(())
@@ -598,27 +489,8 @@ impl Shared {
             Via::INTERNAL,
             Then::Wake(slot.clone()),
         )?;
-        let inner = self.inner()?;
-        let mut done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            match done.take() {
-                Some(Ok(())) => break,
-                Some(Err(reason)) => return Err(Error::RdmaFailed { rank, reason }),
-                None => {}
-            }
-            inner.peer_ok(rank)?;
-            drop(done);
-            self.progress();
-            done = slot.done.lock().unwrap_or_else(|e| e.into_inner());
-            if done.is_none() {
-                done = slot
-                    .cv
-                    .wait_timeout(done, Duration::from_millis(5))
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-        }
-        drop(done);
+        self.requests
+            .wait(rank, &slot, None, "a verbs request", || self.progress())?;
         drop(mr);
         Ok(buf)
     }
@@ -724,7 +596,7 @@ impl RemoteSegment for VerbsSegment {
                 remote: self.keys.data_addr + offset + at as u64,
                 rkey: self.keys.data_rkey,
             };
-            s.post(self.owner, work, via, Then::Keep(mr, buf))?;
+            s.post(self.owner, work, via, Then::Keep((mr, buf)))?;
             at += piece.len();
         }
         Ok(())
@@ -806,7 +678,7 @@ impl RemoteSegment for VerbsSegment {
             remote,
             rkey,
         };
-        s.post(self.owner, work, via, Then::Keep(mr, buf))
+        s.post(self.owner, work, via, Then::Keep((mr, buf)))
     }
 
     fn get(&self, offset: u64, dst: *mut u8, len: usize) -> Result<()> {
@@ -905,7 +777,7 @@ impl RemoteSegment for VerbsSegment {
                         seg: seg.clone(),
                         id,
                         value,
-                        _staging: (mr, buf),
+                        _keep: (mr, buf),
                     },
                 )
             }
