@@ -81,6 +81,13 @@ pub(crate) trait EngineHost:
     fn waiter_progress(&self) -> &WaiterProgress;
     /// Sends the answers waiters left owed to peers, if any.
     fn send_owed_answers(&self);
+    /// Reads every network transport's completions and handles them
+    /// (waiting for a thread that is doing so): called before a rank that
+    /// said goodbye is marked terminated, so that the notifications it
+    /// sent before its goodbye (flushed to the provider, maybe not yet
+    /// handled: libfabric's notifications carried as remote CQ data) are
+    /// set before anyone learns of its end.
+    fn drain_network(&self);
 }
 
 /// Everything the engine thread owns.
@@ -435,6 +442,7 @@ impl<H: EngineHost> Engine<H> {
             return;
         }
         let state = if said_goodbye {
+            self.inner.drain_network();
             RankState::Terminated
         } else {
             RankState::Corrupt
@@ -463,6 +471,7 @@ impl<H: EngineHost> Engine<H> {
             return;
         }
         self.decide_deaths_first(usize::MAX);
+        self.inner.drain_network();
         for rank in std::mem::take(&mut self.terminating) {
             if !self.conns.iter().flatten().any(|c| c.rank == rank) {
                 self.inner

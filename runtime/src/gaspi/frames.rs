@@ -30,6 +30,12 @@ impl EngineHost for Inner {
     fn send_owed_answers(&self) {
         Inner::send_owed_answers(self)
     }
+
+    fn drain_network(&self) {
+        for t in &self.network {
+            t.progress();
+        }
+    }
 }
 
 impl WaiterHost for Inner {

@@ -236,6 +236,13 @@ pub(super) struct PeerOrder {
 pub(crate) struct State {
     /// Completions read while retrying a post, handed out by `poll`.
     pub(super) backlog: Mutex<Vec<Event>>,
+    /// Held while completions are read and put in order (the backlog
+    /// first), except under [`super::NotifyOrder::DeliveryComplete`],
+    /// where reading may post held-back words: events come out of
+    /// [`super::Endpoint::poll`] in the queue's order, whichever threads
+    /// read it (notifications carried as remote CQ data are set in that
+    /// order).
+    pub(super) reading: Mutex<()>,
     /// By rank; used with [`NotifyOrder::DeliveryComplete`] only.
     pub(super) peers: Mutex<HashMap<u32, PeerOrder>>,
 }

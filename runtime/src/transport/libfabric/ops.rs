@@ -115,9 +115,13 @@ impl Endpoint {
             }
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + POST_TIMEOUT);
             let mut read = Vec::new();
-            self.read_completions(&mut read)?;
-            let got = !read.is_empty();
-            self.state.backlog.lock().expect("backlog").extend(read);
+            let got = {
+                let _in_order = self.reading_in_order();
+                self.read_completions(&mut read)?;
+                let got = !read.is_empty();
+                self.state.backlog.lock().expect("backlog").extend(read);
+                got
+            };
             if !got && Instant::now() > deadline {
                 return Err(FabricError::Timeout {
                     peer: peer.rank,
@@ -237,6 +241,53 @@ impl Endpoint {
             };
             with_msg(range, |msg| {
                 // SAFETY: as in `write`.
+                unsafe { sys::fi_writemsg(self.ptr, msg, flags) }
+            })
+        })
+    }
+
+    /// A write of no bytes that carries `data` as remote CQ data (a
+    /// notification alone, see [`Self::write_with_data`]), addressed at
+    /// `offset` of the peer's registration `words`; ordered after earlier
+    /// writes to the peer like them.
+    pub(crate) fn notify_with_data(
+        &self,
+        peer: Peer,
+        words: &RemoteMemory,
+        offset: u64,
+        data: u64,
+        id: u32,
+    ) -> Result<()> {
+        let attrs = self.attributes();
+        if !attrs.cq_data || self.order() == NotifyOrder::DeliveryComplete {
+            return Err(FabricError::Unsupported {
+                provider: attrs.provider.clone(),
+                what: "8-byte remote CQ data with in-order or fenced writes",
+            });
+        }
+        let addr = words.at(offset, 0)?;
+        let token = Token {
+            peer: peer.rank,
+            id,
+        };
+        let mut flags = (sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA | sys::FI_INJECT) as u64;
+        if self.order() == NotifyOrder::Fence {
+            flags |= sys::FI_FENCE as u64;
+        }
+        self.post(peer, "fi_writemsg (notification as data)", || {
+            let range = OneRange {
+                local: std::ptr::null_mut(),
+                len: 0,
+                desc: std::ptr::null_mut(),
+                remote: addr,
+                key: words.key,
+                peer: peer.addr,
+                context: context(token, false),
+                data,
+            };
+            with_msg(range, |msg| {
+                // SAFETY: as in `write`; no bytes are read from the
+                // (null) local address.
                 unsafe { sys::fi_writemsg(self.ptr, msg, flags) }
             })
         })
@@ -479,12 +530,21 @@ impl Endpoint {
     /// notification word (see the module's docs).
     pub(crate) fn poll(&self, out: &mut Vec<Event>) -> Result<usize> {
         let start = out.len();
+        let _in_order = self.reading_in_order();
         {
             let mut backlog = self.state.backlog.lock().expect("backlog");
             out.append(&mut backlog);
         }
         self.read_completions(out)?;
         Ok(out.len() - start)
+    }
+
+    /// The lock that keeps completions in the queue's order across the
+    /// threads that read it (see `State::reading`); none under
+    /// delivery-complete ordering.
+    fn reading_in_order(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        (self.order() != NotifyOrder::DeliveryComplete)
+            .then(|| self.state.reading.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn peer_state<R>(&self, rank: u32, f: impl FnOnce(&mut PeerOrder) -> R) -> R {

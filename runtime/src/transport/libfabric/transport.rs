@@ -269,6 +269,8 @@ struct Shared {
     data_notify: bool,
     /// This rank's segments by id, for notifications arriving as data.
     targets: Mutex<HashMap<u8, Target>>,
+    /// Held by the thread reading and handling completions ([`Shared::progress`]).
+    reading: Mutex<()>,
     next_generation: AtomicU64,
     /// When a waiter last read the completion queue (nanoseconds since
     /// `epoch`): while waiters do, the completion thread does not sleep on
@@ -475,7 +477,10 @@ impl FabricTransport {
                 .map(|spec| {
                     let entries: Vec<&str> = spec.split(',').map(str::trim).collect();
                     let entry = entries[rank.0 as usize % entries.len()];
-                    entry.split_once(':').map_or(entry, |(name, _)| name).to_string()
+                    entry
+                        .split_once(':')
+                        .map_or(entry, |(name, _)| name)
+                        .to_string()
                 }),
             ..Query::default()
         };
@@ -536,6 +541,7 @@ impl FabricTransport {
             shared: Arc::new(Shared {
                 data_notify,
                 targets: Mutex::new(HashMap::new()),
+                reading: Mutex::new(()),
                 next_generation: AtomicU64::new(1),
                 waiter_read: AtomicU64::new(0),
                 epoch: Instant::now(),
@@ -583,6 +589,14 @@ impl Shared {
 
     /// Reads every completion there is and settles its request.
     fn progress(&self) {
+        // One reader at a time, events handled before the next read:
+        // notifications carried as data are set in the queue's order, so
+        // one set by a later write (a barrier's) never shows before one
+        // set by an earlier write. Waiting for another reader (not
+        // skipping) matters too: when this returns, whatever that reader
+        // took from the queue is handled, so a waiter that then finds a
+        // peer gone has seen every notification the peer sent first.
+        let _reading = self.reading.lock().unwrap_or_else(|e| e.into_inner());
         let mut events = Vec::new();
         if let Err(e) = self.endpoint.poll(&mut events) {
             tracing::warn!("reading the libfabric completion queue: {e}");
@@ -976,9 +990,24 @@ impl RemoteSegment for FabricSegment {
         let s = &self.shared;
         let (ep, words) = (&s.endpoint, &self.keys.words);
         let off = WORDS_HEADER + 4 * id as u64;
-        s.post(self.owner, via, false, Then::Nothing, |peer, rid| {
-            ep.notify(peer, words, off, value, rid)
-        })
+        // Where write_notify's notifications travel as data, every
+        // notification does: the target sets them all, in order (a word
+        // written by the provider could show before an earlier one the
+        // target has yet to set).
+        let data = s
+            .data_notify
+            .then(|| encode_notification(self.seg, id, value))
+            .flatten();
+        s.post(
+            self.owner,
+            via,
+            false,
+            Then::Nothing,
+            |peer, rid| match data {
+                Some(d) => ep.notify_with_data(peer, words, off, d, rid),
+                None => ep.notify(peer, words, off, value, rid),
+            },
+        )
         .map(|_| ())
     }
 
