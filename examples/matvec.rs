@@ -160,7 +160,7 @@ impl Layout {
     /// small enough for the cache the copies read it from (it was `slots +
     /// 1` inputs: 25 x 2 MB per GPU at batch 15360 with 24 slots).
     fn pool_len(&self) -> usize {
-        (2..).find(|p| self.slots % p != 0).unwrap_or(2)
+        (2..).find(|p| !self.slots.is_multiple_of(*p)).unwrap_or(2)
     }
     fn bytes(&self) -> u64 {
         self.pool(self.pool_len())
