@@ -153,10 +153,14 @@ impl Layout {
     fn pool(&self, p: usize) -> u64 {
         self.sync() + 4096 + p as u64 * self.slot_bytes
     }
-    /// One more input than slots: a slot never gets the same input twice
-    /// in a row, so a stale product cannot pass the check.
+    /// The fewest inputs (at least 2) whose count does not divide the
+    /// slots: slot `s` gets batches `s, s + slots, ...`, input `k %
+    /// pool_len` each, so a slot never gets the same input twice in a row
+    /// and a stale product cannot pass the check. Few inputs keep the pool
+    /// small enough for the cache the copies read it from (it was `slots +
+    /// 1` inputs: 25 x 2 MB per GPU at batch 15360 with 24 slots).
     fn pool_len(&self) -> usize {
-        self.slots + 1
+        (2..).find(|p| !self.slots.is_multiple_of(*p)).unwrap_or(2)
     }
     fn bytes(&self) -> u64 {
         self.pool(self.pool_len())

@@ -1508,6 +1508,14 @@ fn bad_config(expect_env_error: bool) -> Res {
             "transfer_size_max 0",
             Config::default().transfer_size_max(0),
         ),
+        (
+            "gpu_batch_min above gpu_batch_max",
+            Config::default().gpu_batch(16 << 20, 8 << 20),
+        ),
+        (
+            "gpu_batch_max 4 GiB",
+            Config::default().gpu_batch(65536, 1 << 32),
+        ),
     ];
     for (what, config) in bad {
         match Gaspi::init(config) {

@@ -95,6 +95,16 @@ fn an_unreadable_gaspi_setting_in_the_environment_is_refused() {
 }
 
 #[test]
+fn an_unreadable_gpu_batch_setting_in_the_environment_is_refused() {
+    let out = direct(
+        &["bad-config", "--expect-env-error"],
+        &[("GASPI_GPU_BATCH_MIN", "64k")],
+    );
+    out.assert_success();
+    assert!(out.stdout.contains("GASPI_GPU_BATCH_MIN"), "{}", out.dump());
+}
+
+#[test]
 fn a_gaspi_run_rank_without_a_rendezvous_address_is_refused() {
     let out = direct(
         &["bad-config", "--expect-env-error"],

@@ -5,8 +5,8 @@
 //! of about 2.7 us per copy on an H100 pair joined by NVLink, which a
 //! second stream does not hide, and a kernel launched per write costs more
 //! (decision 0037, issue 26). So a `write` between 16-byte aligned GPU
-//! memories of `GASPI_GPU_BATCH_MIN` up to `GASPI_GPU_BATCH_MAX` (8 MiB)
-//! bytes, posted while the queue already has GPU work in flight,
+//! memories of `Config::gpu_batch_min` up to `Config::gpu_batch_max`
+//! (`GASPI_GPU_BATCH_MIN`, `GASPI_GPU_BATCH_MAX`; 8 MiB) bytes, posted while the queue already has GPU work in flight,
 //! is not enqueued at once: it joins the queue's batch, and the batch
 //! becomes one launch of [`SOURCE`] on the queue's stream (the
 //! multiprocessors copy, 32 KiB per block and step, at most one block per
@@ -30,10 +30,11 @@
 //! and kept for the process; a device where it cannot be compiled or
 //! launched keeps the copy engine.
 
+use crate::model::config::Config;
 use crate::model::error::Result;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use gaspi_segments::gpu::{self, DevicePtr, GpuContext, GpuStream};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Writes per launch (the batch travels as the kernel's parameter, which
 /// must stay within 4 KiB).
@@ -140,41 +141,15 @@ impl Batch {
     }
 }
 
-/// The smallest write between GPU memories that is batched
-/// (`GASPI_GPU_BATCH_MIN`, bytes; default 0: none is, every write takes
-/// the copy engine; see the module docs for why it is opt-in).
-pub(crate) fn min_bytes() -> usize {
-    static MIN: OnceLock<usize> = OnceLock::new();
-    *MIN.get_or_init(|| env_bytes("GASPI_GPU_BATCH_MIN", 0))
-}
-
-/// `name` as a byte count, else `default` (also for a value that does not
-/// parse: a warning says so).
-fn env_bytes(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
-            tracing::warn!("{name}={v:?} is not a byte count; {default} is used");
-            default
-        }),
-        Err(_) => default,
-    }
-}
-
-/// The largest write between GPU memories that is batched
-/// (`GASPI_GPU_BATCH_MAX`, bytes; default 8 MiB: from 16 MiB the copy
-/// engine is as fast, and at 64 MiB faster, 386 against 367 GB/s).
-pub(crate) fn max_bytes() -> usize {
-    static MAX_BYTES: OnceLock<usize> = OnceLock::new();
-    *MAX_BYTES.get_or_init(|| env_bytes("GASPI_GPU_BATCH_MAX", 8 << 20))
-}
-
 /// Whether a write of `len` bytes from `src` to `dst` (both GPU memory the
 /// queue's device reaches) is one for the batch.
-pub(crate) fn suits(len: usize, dst: DevicePtr, src: DevicePtr) -> bool {
-    let min = min_bytes();
+/// `config` gives the range (`gpu_batch_min`, `gpu_batch_max`; a minimum
+/// of 0 turns gathering off: see the module docs for why it is opt-in).
+pub(crate) fn suits(config: &Config, len: usize, dst: DevicePtr, src: DevicePtr) -> bool {
+    let (min, len64) = (config.gpu_batch_min, len as u64);
     min > 0
-        && len >= min
-        && len <= max_bytes()
+        && len64 >= min
+        && len64 <= config.gpu_batch_max
         && len < (u32::MAX as usize)
         && (dst | src | len as u64) & 15 == 0
 }

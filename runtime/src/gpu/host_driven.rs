@@ -95,7 +95,7 @@ impl Gpu {
                 // queue: the first of a window (and a lone write_notify)
                 // starts on the copy engine at once, which answers sooner
                 // than a launch (see copy_batch).
-                let batched = copy_batch::suits(len, dst, src)
+                let batched = copy_batch::suits(&self.base.config, len, dst, src)
                     && local.device() == Some(home)
                     && kernel_reaches(&view, home)
                     && {

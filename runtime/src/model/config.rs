@@ -17,6 +17,9 @@ pub const SHORT_SPIN: Duration = Duration::from_micros(20);
 /// Smallest same-host write that a waiting target helps copy, by default
 /// (see [`Config::copy_assist_min`]).
 pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
+/// The largest write between GPU memories gathered into one copy kernel
+/// by default ([`Config::gpu_batch_max`]): 8 MiB.
+pub const DEFAULT_GPU_BATCH_MAX: u64 = 8 << 20;
 
 /// Most elements of an allreduce by default (GPI-2's default
 /// `allreduce_elem_max`; see [`crate::Config::allreduce_elem_max`]).
@@ -124,6 +127,17 @@ pub struct Config {
     /// would take the core of a rank that computes). `Some(0)`: never.
     /// `GASPI_COPY_ASSIST_MIN` (bytes; 0 turns it off).
     pub copy_assist_min: Option<u64>,
+    /// Writes between GPU memories of `gpu_batch_min..=gpu_batch_max`
+    /// bytes posted behind other GPU work of their queue are gathered into
+    /// one copy kernel per window instead of the copy engine
+    /// (`runtime/src/gpu/copy_batch.rs`, decision 0046).
+    /// `GASPI_GPU_BATCH_MIN` (bytes); 0, the default, turns it off: the
+    /// kernel needs a free multiprocessor on the writer's GPU.
+    pub gpu_batch_min: u64,
+    /// The largest write gathered (`GASPI_GPU_BATCH_MAX`, bytes; default
+    /// 8 MiB: from 16 MiB the copy engine is as fast). Below 4 GiB, and
+    /// not below `gpu_batch_min` while gathering is on.
+    pub gpu_batch_max: u64,
     /// How peers are reached (`GASPI_TRANSPORT=auto|tcp`): `Auto` takes
     /// shared memory for ranks on this host and TCP for the others; `Tcp`
     /// takes TCP for every other rank, even on this host (to test or
@@ -292,6 +306,8 @@ impl Default for Config {
             gpu_owner_copies: true,
             gpu_notifications: NotificationPlacement::HostMapped,
             copy_assist_min: None,
+            gpu_batch_min: 0,
+            gpu_batch_max: DEFAULT_GPU_BATCH_MAX,
             transport: TransportChoice::Auto,
             net_device: None,
             net_gid_index: None,
@@ -368,6 +384,12 @@ impl Config {
         if let Some(v) = env_u64("GASPI_COPY_ASSIST_MIN")? {
             c.copy_assist_min = Some(v);
         }
+        if let Some(v) = env_u64("GASPI_GPU_BATCH_MIN")? {
+            c.gpu_batch_min = v;
+        }
+        if let Some(v) = env_u64("GASPI_GPU_BATCH_MAX")? {
+            c.gpu_batch_max = v;
+        }
         if let Some(v) = env_u64("GASPI_PEER_TIMEOUT_MS")? {
             c.peer_timeout = Duration::from_millis(v);
         }
@@ -410,6 +432,14 @@ impl Config {
     /// Chooses how other ranks are reached (see [`Config::transport`]).
     pub fn transport(mut self, choice: TransportChoice) -> Self {
         self.transport = choice;
+        self
+    }
+
+    /// Sets the range of writes between GPU memories gathered into one
+    /// copy kernel (see [`Config::gpu_batch_min`]; `min` 0 turns it off).
+    pub fn gpu_batch(mut self, min: u64, max: u64) -> Self {
+        self.gpu_batch_min = min;
+        self.gpu_batch_max = max;
         self
     }
 
@@ -592,6 +622,20 @@ impl Config {
         if self.group_max == 0 || self.group_max > 256 {
             return bad(format!("group_max {} must be 1..=256", self.group_max));
         }
+        if self.gpu_batch_max >= u64::from(u32::MAX) {
+            return bad(format!(
+                "gpu_batch_max (GASPI_GPU_BATCH_MAX) {} must be below {}",
+                self.gpu_batch_max,
+                u32::MAX
+            ));
+        }
+        if self.gpu_batch_min > self.gpu_batch_max {
+            return bad(format!(
+                "gpu_batch_min (GASPI_GPU_BATCH_MIN) {} is above gpu_batch_max \
+                 (GASPI_GPU_BATCH_MAX) {}: no write would be gathered",
+                self.gpu_batch_min, self.gpu_batch_max
+            ));
+        }
         if self.allreduce_elem_max == 0 || self.allreduce_elem_max > ALLREDUCE_ELEM_LIMIT {
             return bad(format!(
                 "allreduce_elem_max {} must be 1..={ALLREDUCE_ELEM_LIMIT}",
@@ -628,5 +672,28 @@ mod tests {
             Config::default().gpu_notifications,
             NotificationPlacement::HostMapped
         );
+    }
+
+    #[test]
+    fn gpu_batch_range_is_checked() {
+        let c = Config::default();
+        assert_eq!((c.gpu_batch_min, c.gpu_batch_max), (0, 8 << 20));
+        assert!(c.validate().is_ok());
+        assert!(Config::default()
+            .gpu_batch(65536, 8 << 20)
+            .validate()
+            .is_ok());
+        // Off (min 0) with any maximum below 4 GiB.
+        assert!(Config::default().gpu_batch(0, 0).validate().is_ok());
+        let e = Config::default()
+            .gpu_batch(16 << 20, 8 << 20)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("GASPI_GPU_BATCH_MIN"), "{e}");
+        let e = Config::default()
+            .gpu_batch(65536, 1 << 32)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("GASPI_GPU_BATCH_MAX"), "{e}");
     }
 }
