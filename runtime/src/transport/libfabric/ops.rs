@@ -203,13 +203,8 @@ impl Endpoint {
         data: u64,
         id: u32,
     ) -> Result<()> {
+        let mut flags = self.with_data_flags()?;
         let attrs = self.attributes();
-        if !attrs.cq_data || self.order() == NotifyOrder::DeliveryComplete {
-            return Err(FabricError::Unsupported {
-                provider: attrs.provider.clone(),
-                what: "8-byte remote CQ data with in-order or fenced writes",
-            });
-        }
         let addr = dst.at(offset, src.len)?;
         if src.len == 0 || src.len > attrs.max_write {
             return Err(FabricError::Invalid(format!(
@@ -221,10 +216,6 @@ impl Endpoint {
             peer: peer.rank,
             id,
         };
-        let mut flags = (sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA) as u64;
-        if self.order() == NotifyOrder::Fence {
-            flags |= sys::FI_FENCE as u64;
-        }
         if src.len <= attrs.inject_size {
             flags |= sys::FI_INJECT as u64;
         }
@@ -258,22 +249,12 @@ impl Endpoint {
         data: u64,
         id: u32,
     ) -> Result<()> {
-        let attrs = self.attributes();
-        if !attrs.cq_data || self.order() == NotifyOrder::DeliveryComplete {
-            return Err(FabricError::Unsupported {
-                provider: attrs.provider.clone(),
-                what: "8-byte remote CQ data with in-order or fenced writes",
-            });
-        }
+        let flags = self.with_data_flags()? | sys::FI_INJECT as u64;
         let addr = words.at(offset, 0)?;
         let token = Token {
             peer: peer.rank,
             id,
         };
-        let mut flags = (sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA | sys::FI_INJECT) as u64;
-        if self.order() == NotifyOrder::Fence {
-            flags |= sys::FI_FENCE as u64;
-        }
         self.post(peer, "fi_writemsg (notification as data)", || {
             let range = OneRange {
                 local: std::ptr::null_mut(),
@@ -537,6 +518,24 @@ impl Endpoint {
         }
         self.read_completions(out)?;
         Ok(out.len() - start)
+    }
+
+    /// The flags of a write carrying remote CQ data (a fence where that is
+    /// how writes stay ordered), or why this provider cannot.
+    fn with_data_flags(&self) -> Result<u64> {
+        let attrs = self.attributes();
+        match self.order() {
+            _ if !attrs.cq_data => {}
+            NotifyOrder::DeliveryComplete => {}
+            NotifyOrder::Fence => {
+                return Ok((sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA | sys::FI_FENCE) as u64)
+            }
+            NotifyOrder::InOrder => return Ok((sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA) as u64),
+        }
+        Err(FabricError::Unsupported {
+            provider: attrs.provider.clone(),
+            what: "8-byte remote CQ data with in-order or fenced writes",
+        })
     }
 
     /// The lock that keeps completions in the queue's order across the
