@@ -338,6 +338,22 @@ fn env_u32(name: &str) -> Result<Option<u32>> {
         .transpose()
 }
 
+/// Rank `rank`'s entry of a `GASPI_NET_DEVICE` value (entry `rank % len`
+/// of a comma-separated list, trimmed), as its device name and the port
+/// written after a `:`, if any; `None` when unset or empty. The verbs
+/// transport opens that device and port, the libfabric transport that
+/// domain.
+#[cfg(any(feature = "verbs", feature = "libfabric"))]
+pub(crate) fn net_device_entry(spec: Option<&str>, rank: u32) -> Option<(&str, Option<&str>)> {
+    let spec = spec.map(str::trim).filter(|s| !s.is_empty())?;
+    let entries: Vec<&str> = spec.split(',').map(str::trim).collect();
+    let entry = entries[rank as usize % entries.len()];
+    Some(match entry.split_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (entry, None),
+    })
+}
+
 impl Config {
     /// Reads the launch environment and the `GASPI_*` tuning variables.
     pub fn from_env() -> Result<Config> {

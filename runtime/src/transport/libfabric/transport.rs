@@ -49,7 +49,7 @@ use super::libfabric::{
     Access, AddressVector, Endpoint, Event, FabricError, LocalSlice, MemoryRegion, Node,
     NotifyOrder, Peer, Query, RemoteMemory, Token,
 };
-use crate::model::config::TransportChoice;
+use crate::model::config::{net_device_entry, TransportChoice};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
 use crate::model::ids::{AtomicOp, Rank};
@@ -401,7 +401,9 @@ impl NetworkTransport for FabricTransport {
             _target: target,
         }));
         // The words are stored by the provider (or, under manual progress,
-        // by the completion thread inside libfabric): no futex wake.
+        // by the completion thread inside libfabric), a word sent apart
+        // included where notifications travel as data (an id past 2^24 of
+        // the system segment): no futex wake.
         seg.notifications.mark_silent_writer();
         Ok(())
     }
@@ -467,21 +469,10 @@ impl FabricTransport {
         let mut query = Query {
             provider: config.net_provider.clone(),
             atomics: config.net_atomics_nic,
-            // GASPI_NET_DEVICE names the domain (entry `rank % len` of a
-            // list, a `:port` ignored), as it names the verbs device.
-            domain: config
-                .net_device
-                .as_deref()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|spec| {
-                    let entries: Vec<&str> = spec.split(',').map(str::trim).collect();
-                    let entry = entries[rank.0 as usize % entries.len()];
-                    entry
-                        .split_once(':')
-                        .map_or(entry, |(name, _)| name)
-                        .to_string()
-                }),
+            // GASPI_NET_DEVICE names the domain (a `:port` ignored), as
+            // it names the verbs device.
+            domain: net_device_entry(config.net_device.as_deref(), rank.0)
+                .map(|(name, _port)| name.to_string()),
             ..Query::default()
         };
         // Socket-based providers bind to an interface: the one that
@@ -826,13 +817,34 @@ impl FabricSegment {
         self.shared.endpoint.attributes().max_write.max(1)
     }
 
-    /// The remote CQ data that carries `notify` on the last write of
-    /// `len` bytes, where this provider and the id allow it.
-    fn as_data(&self, notify: Option<(u32, u32)>, len: usize) -> Option<u64> {
-        let (id, value) = notify?;
-        (self.shared.data_notify && len > 0)
+    /// The remote CQ data that carries notification `id` = `value`, where
+    /// this provider and the id allow it (else the word is written apart).
+    fn carried(&self, id: u32, value: u32) -> Option<u64> {
+        self.shared
+            .data_notify
             .then(|| encode_notification(self.seg, id, value))
             .flatten()
+    }
+
+    /// The remote CQ data that carries `notify` on the last write of
+    /// `len` bytes (none for 0 bytes: [`RemoteSegment::notify`] then
+    /// carries it on a write of its own).
+    fn as_data(&self, notify: Option<(u32, u32)>, len: usize) -> Option<u64> {
+        let (id, value) = notify.filter(|_| len > 0)?;
+        self.carried(id, value)
+    }
+
+    /// Sends `notify` apart unless the last write carried it (`carried`).
+    fn notify_unless_carried(
+        &self,
+        notify: Option<(u32, u32)>,
+        carried: Option<u64>,
+        via: Via<'_>,
+    ) -> Result<()> {
+        match notify {
+            Some((id, value)) if carried.is_none() => self.notify(id, value, via),
+            _ => Ok(()),
+        }
     }
 
     /// Posts the write of `slice` at `off`: with `data` as remote CQ data
@@ -926,10 +938,7 @@ impl RemoteSegment for FabricSegment {
     ) -> Result<()> {
         let data = self.as_data(notify, len);
         self.put_staged(offset, src, len, via, data)?;
-        match notify {
-            Some((id, value)) if data.is_none() => self.notify(id, value, via),
-            _ => Ok(()),
-        }
+        self.notify_unless_carried(notify, data, via)
     }
 
     fn put_notify_in_place(
@@ -980,10 +989,7 @@ impl RemoteSegment for FabricSegment {
             )?;
             done += n;
         }
-        match notify {
-            Some((id, value)) if cq_data.is_none() => self.notify(id, value, via),
-            _ => Ok(()),
-        }
+        self.notify_unless_carried(notify, cq_data, via)
     }
 
     fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()> {
@@ -994,10 +1000,7 @@ impl RemoteSegment for FabricSegment {
         // notification does: the target sets them all, in order (a word
         // written by the provider could show before an earlier one the
         // target has yet to set).
-        let data = s
-            .data_notify
-            .then(|| encode_notification(self.seg, id, value))
-            .flatten();
+        let data = self.carried(id, value);
         s.post(
             self.owner,
             via,

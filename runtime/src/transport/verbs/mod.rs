@@ -168,19 +168,16 @@ struct Shared {
 
 /// Which device a rank opens, from `GASPI_NET_DEVICE`.
 fn device_choice(spec: Option<&str>, rank: u32) -> Result<(Option<String>, u8)> {
-    let Some(spec) = spec.map(str::trim).filter(|s| !s.is_empty()) else {
-        return Ok((None, 1));
-    };
-    let entries: Vec<&str> = spec.split(',').map(str::trim).collect();
-    let entry = entries[rank as usize % entries.len()];
-    match entry.split_once(':') {
-        Some((name, port)) => {
+    match crate::model::config::net_device_entry(spec, rank) {
+        None => Ok((None, 1)),
+        Some((name, None)) => Ok((Some(name.to_string()), 1)),
+        Some((name, Some(port))) => {
             let port = port.parse::<u8>().map_err(|_| {
+                let spec = spec.unwrap_or_default().trim();
                 Error::Config(format!("GASPI_NET_DEVICE={spec:?}: bad port {port:?}"))
             })?;
             Ok((Some(name.to_string()), port))
         }
-        None => Ok((Some(entry.to_string()), 1)),
     }
 }
 
