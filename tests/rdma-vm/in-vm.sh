@@ -3,8 +3,10 @@
 # makes a veth pair with an rxe device on each end, then runs the project's
 # scenarios with GASPI_TRANSPORT=verbs, ranks alternating between rxe0 and
 # rxe1. Prints "VMTEST PASS name" or "VMTEST FAIL name" per scenario.
-# $1: the repository; $2: comma-separated scenario names to run (all if empty).
-REPO=$1; ONLY=${2:-}
+# $1: the repository; $2: comma-separated scenario names to run (all if empty);
+# $3: a script of the repository to run on the two devices instead of the
+# scenarios (bench/fabric-vm.sh's figures), given the binaries' folder.
+REPO=$1; ONLY=${2:-}; SCRIPT=${3:-}
 BIN=$REPO/target/release
 # The host's /proc seen over 9p is not a procfs: mount one here if /init
 # could not.
@@ -24,6 +26,13 @@ sleep 2   # IPv6 link-local addresses, hence the RoCE GIDs, appear
 rdma link show
 ibv_devinfo | grep -E 'hca_id|state|active_mtu|link_layer'
 for d in rxe0 rxe1; do echo "  $d GID[0] $(cat /sys/class/infiniband/$d/ports/1/gids/0)"; done
+
+if [ -n "$SCRIPT" ]; then
+    echo "vm: [$(up)s] $SCRIPT starts"
+    bash "$REPO/$SCRIPT" "$BIN"
+    echo "vm: [$(up)s] $SCRIPT exit $?"
+    exit 0
+fi
 
 export GASPI_TRANSPORT=verbs GASPI_NET_DEVICE=rxe0,rxe1 GASPI_LOG=info
 OUT=/tmp/out; mkdir -p $OUT

@@ -14,6 +14,10 @@
 # usage: tests/rdma-vm/run.sh   (after cargo build --release --workspace --features gaspi/verbs[,gaspi/libfabric])
 # env:   RDMA_VM_WORK  scratch folder (default target/rdma-vm)
 #        RDMA_VM_ONLY  space-separated subset of scenario names to run
+#        RDMA_VM_SCRIPT  a script of the repository to run on the two rxe
+#                      devices instead of the scenarios (bench/fabric-vm.sh
+#                      sets it); its lines starting with BENCH are printed
+#                      and the VERBS_TESTS line is not
 #
 # Last line: VERBS_TESTS passed=N failed=M. Exit 0 only when every scenario
 # passed; 1 when one failed; 2 when the VM could not be prepared or booted
@@ -97,6 +101,11 @@ case "$ROOT/" in
     cp -a "$ROOT/target/release/gaspi-run" "$ROOT/target/release/gaspi-test-rank" \
         "$ROOT/target/release/gaspi-model-rank" "$REPO/target/release/" &&
         cp -a "$ROOT/tests/rdma-vm" "$REPO/tests/" || broken "staging into $REPO"
+    if [ -n "${RDMA_VM_SCRIPT:-}" ]; then
+        mkdir -p "$REPO/$(dirname "$RDMA_VM_SCRIPT")" &&
+            cp -a "$ROOT/$RDMA_VM_SCRIPT" "$REPO/$RDMA_VM_SCRIPT" &&
+            cp -a "$ROOT/target/release/gaspi-bench" "$REPO/target/release/" || broken "staging $RDMA_VM_SCRIPT"
+    fi
     say "the tree is under a folder the VM mounts afresh; staged into $REPO"
     ;;
 esac
@@ -119,13 +128,17 @@ timeout -s KILL "${RDMA_VM_TIMEOUT:-2400}" qemu-system-x86_64 -accel tcg,thread=
     -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initrd.gz" \
     -fsdev local,id=hostroot,path=/,security_model=none,readonly=on \
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
-    -append "console=ttyS0 quiet panic=-1 gaspi_repo=$REPO gaspi_only=${ONLY// /,}" \
+    -append "console=ttyS0 quiet panic=-1 gaspi_repo=$REPO gaspi_only=${ONLY// /,} gaspi_script=${RDMA_VM_SCRIPT:-}" \
     > "$LOG" 2>&1
 rc=$?
-tr -d '\r' < "$LOG" | grep -E '^(vm:|VMTEST|---|  )' || true
+tr -d '\r' < "$LOG" | grep -E '^(vm:|VMTEST|BENCH|---|  )' || true
 say "VM ran $(( $(date +%s) - t0 )) s (qemu rc $rc)"
 grep -q 'vm: ready' "$LOG" || { tail -30 "$LOG"; broken "the VM did not boot to the test script"; }
 grep -q 'vm: done' "$LOG" || { tail -30 "$LOG"; broken "the VM did not finish (timeout or crash)"; }
+if [ -n "${RDMA_VM_SCRIPT:-}" ]; then
+    grep -q "$RDMA_VM_SCRIPT exit 0" "$LOG"
+    exit
+fi
 # The libfabric transport over verbs;ofi_rxm (scenarios named fabric-*),
 # when the binaries are built with --features gaspi/libfabric.
 fabric_failed=0
