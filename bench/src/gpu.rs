@@ -430,9 +430,10 @@ fn gpu_pair(g: &Gaspi, n: u32, max: u64) -> Res<(u32, u64)> {
 /// The device-driven ping-pong's ways of using the device API (echo.cu,
 /// `gaspi_gpu_pingpong`'s `style`): record name, style, and the largest
 /// size it runs at (one thread copying 1 MiB takes milliseconds).
-const PINGPONG_STYLES: [(&str, u32, u64); 3] = [
+const PINGPONG_STYLES: [(&str, u32, u64); 4] = [
     ("device-driven", 0, u64::MAX),
     ("device-driven-count", 2, u64::MAX),
+    ("device-driven-route", 3, u64::MAX),
     ("device-driven-thread", 1, 64 << 10),
 ];
 
@@ -448,7 +449,9 @@ fn pingpong_rounds(size: u64, base: u32) -> u32 {
 /// The kernels use the device API three ways (`PINGPONG_STYLES`): the
 /// warp or block waits with `gaspi_notify_waitsome` and resets
 /// (`device-driven`), or waits for a value above the last round's
-/// (`device-driven-count`, no reset), and one thread does it all
+/// (`device-driven-count`, no reset), or the same sending along a route
+/// prepared once (`device-driven-route`, `gaspi_write_notify_warp_via`),
+/// and one thread does it all
 /// (`device-driven-thread`) -- NVSHMEM's warp/block and thread variants of
 /// `putmem_signal_nbi` + `signal_wait_until` (bench/peers/nvshmem_pingpong.cu).
 pub fn gpu_pingpong(
@@ -568,6 +571,11 @@ pub fn gpu_pingpong(
                 }
                 2 => format!(
                     "; {} threads copy; waits with gaspi_notify_wait_above, no reset",
+                    launch.block_dim.0
+                ),
+                3 => format!(
+                    "; {} threads copy along a route prepared once (gaspi_write_notify_warp_via); \
+                     waits with gaspi_notify_wait_above, no reset",
                     launch.block_dim.0
                 ),
                 _ => format!(

@@ -315,7 +315,9 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
 //      count up, so nothing is cleared) and gaspi_write_notify_thread
 //      (NVSHMEM's thread-level putmem_signal + signal_wait_until);
 //   2: as 0, but waiting with gaspi_notify_wait_above and no reset
-//      (NVSHMEM's warp/block-level putmem_signal + signal_wait_until).
+//      (NVSHMEM's warp/block-level putmem_signal + signal_wait_until);
+//   3: as 2, sending along a route prepared before the loop
+//      (gaspi_write_notify_warp_via / gaspi_write_notify_via).
 // Style 1 is a kernel of its own (gaspi_gpu_pingpong_thread, same
 // parameters): gaspi_write_notify_thread keeps 16 loads in flight, whose
 // registers would push this kernel past the 128 a block of 512 threads may
@@ -351,14 +353,25 @@ extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int
     const bool block = blockDim.x > 32;
     if (!block && threadIdx.x >= 32) return;
     const bool waiter = threadIdx.x < 32;
+    // Style 3 prepares the route once; the others read the tables per call.
+    const gaspi_write_route route = gaspi_write_route_prepare(ctx, seg, peer, seg);
+    auto send = [&](unsigned int r) {
+        if (style == 3u) {
+            if (block) gaspi_write_notify_via(ctx, route, send_off, 0, size, send_id, r);
+            else gaspi_write_notify_warp_via(ctx, route, send_off, 0, size, send_id, r);
+        } else if (block) {
+            gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
+        } else {
+            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
+        }
+    };
     for (unsigned int r = 1; r <= rounds; ++r) {
         gaspi_u64 t0 = 0;
         if (initiator) {
             t0 = gaspi_globaltimer_ns();
-            if (block) gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
-            else gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
+            send(r);
         }
-        if (style == 2u) {
+        if (style == 2u || style == 3u) {
             if (threadIdx.x == 0) {
                 gaspi_u32 seen = 0;
                 gaspi_notify_wait_above(ctx, seg, wait_id, r - 1u, GASPI_BLOCK, &seen);
@@ -372,10 +385,8 @@ extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int
         if (block) __syncthreads();
         if (initiator) {
             if (threadIdx.x == 0) times[r - 1] = gaspi_globaltimer_ns() - t0;
-        } else if (block) {
-            gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
         } else {
-            gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
+            send(r);
         }
     }
 }

@@ -169,6 +169,18 @@ extern "C" __global__ void test_gpu_pingpong(gaspi_device_ctx ctx, unsigned int 
         return;
     }
     const unsigned int wait_id = initiator ? 1u : 0u;
+    // The responder answers along a route prepared once (the *_via calls);
+    // one prepared for a segment or rank that does not exist refuses
+    // every call.
+    const gaspi_write_route route = gaspi_write_route_prepare(ctx, seg, peer, seg);
+    const gaspi_write_route no_seg = gaspi_write_route_prepare(ctx, seg, peer, ctx.nsegments);
+    const gaspi_write_route no_rank = gaspi_write_route_prepare(ctx, seg, ctx.nranks, seg);
+    if (gaspi_write_notify_warp_via(ctx, no_seg, out_off, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
+        gaspi_write_notify_warp_via(ctx, no_rank, out_off, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
+        gaspi_write_notify_warp_via(ctx, route, out_off, 0, 4, 0, 0) != GASPI_DEV_ERR_ARG) {
+        if (lane == 0) test_fail(status, 7, 0, 0, 0);
+        return;
+    }
     for (unsigned int r = 1; r <= rounds; ++r) {
         const unsigned int nw = r % 3 == 0 ? words : (r % 3 == 1 ? (words < 64 ? words : 64) : words / 2 + 1);
         if (initiator) {
@@ -206,7 +218,7 @@ extern "C" __global__ void test_gpu_pingpong(gaspi_device_ctx ctx, unsigned int 
         if (__any_sync(0xffffffffu, bad)) return;
         if (!initiator) {
             __syncwarp();
-            const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 1, r);
+            const int rc = gaspi_write_notify_warp_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r);
             if (rc != GASPI_DEV_SUCCESS) {
                 if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
                 return;
