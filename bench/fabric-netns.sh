@@ -134,17 +134,12 @@ for round in $(seq "$ROUNDS"); do
     fi
 done
 echo "== $PROVIDER between two network namespaces, $ROUNDS launches each: median [min..max]"
-python3 - "$OUT/all.txt" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-def col(kind, size, i):
-    return [float(r[i]) for r in rows if r[0] == kind and r[1] == str(size) and r[i] != "-"]
-def show(name, xs, unit):
-    if not xs:
-        print(f"{name:48s} (no result)"); return None
-    m = statistics.median(xs)
-    print(f"{name:48s} {m:10.2f} {unit}  [{min(xs):.2f}..{max(xs):.2f}]")
-    return m
+python3 - "$OUT/all.txt" "$ROOT/bench" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from rounds import Rounds
+r = Rounds(sys.argv[1])
+col, show = r.col, r.show
 pp8 = show("fi_pingpong 8 B half round trip", col("fi_pingpong", 8, 2), "us")
 w8 = show("ours 8 B write+notify half round trip", col("ours-pingpong", 8, 2), "us")
 n0 = show("ours notification alone, half round trip", col("ours-pingpong", 0, 2), "us")

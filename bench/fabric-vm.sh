@@ -68,10 +68,11 @@ fi_pp() {
     sleep 1
     timeout -s KILL $T fi_pingpong -p "$P" -e rdm -d rxe0 -P "$port" -S "$size" -I "$iters" 127.0.0.1 2>"$OUT/fi-client.err" |
         awk -v s="$size" 'NR > 1 && NF >= 8 { print "fi_pingpong", s, $7, $6 }'
+    # (Failures on stderr: the console shows them, the results file does not get them.)
     wait "$server" || {
         echo "BENCH fi_pingpong $size B: server failed"
         cat "$OUT/fi-server.err" "$OUT/fi-client.err" | grep -v "^$" | tail -n 20 | sed 's/^/BENCH   /'
-    }
+    } >&2
 }
 
 # runtime ARGS...: one launch of gaspi-bench on two ranks, both on rxe0.
@@ -89,7 +90,7 @@ for line in sys.stdin:
         print("runtime-bw", r["size"], "-", round(r["gbps"] * 1000, 1))
 '
     [ "$(grep -c "libfabric to 1 ranks" "$OUT/runtime.err")" = 2 ] ||
-        { echo "BENCH gaspi-bench $1: not over libfabric, or failed"; grep -v INFO "$OUT/runtime.err" | head -n 5 | sed 's/^/BENCH   /'; }
+        { echo "BENCH gaspi-bench $1: not over libfabric, or failed"; grep -v INFO "$OUT/runtime.err" | head -n 5 | sed 's/^/BENCH   /'; } >&2
 }
 
 # Keeps a result line and shows it on the console (run.sh prints BENCH lines).
@@ -102,17 +103,12 @@ for round in $(seq $ROUNDS); do
     runtime write-bw --sizes 4194304 | record
 done
 echo "BENCH == $P on Soft-RoCE (both ends on rxe0) in the VM, $ROUNDS launches each: median [min..max]"
-python3 - "$OUT/all.txt" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-def col(kind, size, i):
-    return [float(r[i]) for r in rows if r[0] == kind and r[1] == str(size) and r[i] != "-"]
-def show(name, xs, unit):
-    if not xs:
-        print(f"BENCH {name:44s} (no result)"); return None
-    m = statistics.median(xs)
-    print(f"BENCH {name:44s} {m:10.2f} {unit}  [{min(xs):.2f}..{max(xs):.2f}]")
-    return m
+python3 - "$OUT/all.txt" "$ROOT/bench" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from rounds import Rounds
+r = Rounds(sys.argv[1], prefix="BENCH ")
+col, show = r.col, r.show
 f8 = show("fi_pingpong 8 B half round trip", col("fi_pingpong", 8, 2), "us")
 r8 = show("runtime 8 B write_notify half round trip", col("runtime-pingpong", 8, 2), "us")
 f4 = show("fi_pingpong 4 MiB ping-pong", col("fi_pingpong", 4194304, 3), "MB/s")

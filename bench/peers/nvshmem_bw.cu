@@ -36,6 +36,18 @@ __global__ void put_window(char* dst, const char* src, size_t size, int window, 
     if (threadIdx.x == 0) nvshmem_quiet();
 }
 
+// One JSON record: `variant` follows the transport name, `timing` says how
+// a window was timed.
+static void print_bw(const char* variant, const char* timing, size_t size, const Stats& s, int window, int blocks,
+                     int threads) {
+    printf("{\"bench\":\"nvshmem-bw\",\"transport\":\"nvshmem putmem_nbi_block%s\",\"ranks\":2,\"size\":%zu,"
+           "\"iters\":%zu,\"median_us\":%.4f,\"p10_us\":%.4f,\"p90_us\":%.4f,\"gbps\":%.4f,"
+           "\"note\":\"window %d then quiet, %s; %d blocks x %d threads; GPUs 0 -> 1; NVSHMEM %s\"}\n",
+           variant, size, s.n * window, s.median, s.p10, s.p90, (double)size / s.median / 1e3, window, timing,
+           blocks, threads, nvshmem_version_string());
+    fflush(stdout);
+}
+
 int main(int argc, char** argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s PE UID_FILE [--quick] [--sizes a,b,...]\n", argv[0]);
@@ -88,14 +100,7 @@ int main(int argc, char** argv) {
                 CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
                 per_put.push_back((double)ms * 1e3 / window);
             }
-            Stats s = stats(per_put);
-            printf("{\"bench\":\"nvshmem-bw\",\"transport\":\"nvshmem putmem_nbi_block\",\"ranks\":2,\"size\":%zu,"
-                   "\"iters\":%zu,\"median_us\":%.4f,\"p10_us\":%.4f,\"p90_us\":%.4f,\"gbps\":%.4f,"
-                   "\"note\":\"window %d then quiet, one launch per window; %d blocks x %d threads; GPUs 0 -> 1; "
-                   "NVSHMEM %s\"}\n",
-                   size, s.n * window, s.median, s.p10, s.p90, (double)size / s.median / 1e3, window, blocks,
-                   threads, nvshmem_version_string());
-            fflush(stdout);
+            print_bw("", "one launch per window", size, stats(per_put), window, blocks, threads);
             std::vector<double> host_put;
             for (int i = 0; i < iters + warm; ++i) {
                 const auto t0 = std::chrono::steady_clock::now();
@@ -105,14 +110,8 @@ int main(int argc, char** argv) {
                 const std::chrono::duration<double, std::micro> dt = std::chrono::steady_clock::now() - t0;
                 if (i >= warm) host_put.push_back(dt.count() / window);
             }
-            Stats h = stats(host_put);
-            printf("{\"bench\":\"nvshmem-bw\",\"transport\":\"nvshmem putmem_nbi_block host-synchronised\","
-                   "\"ranks\":2,\"size\":%zu,\"iters\":%zu,\"median_us\":%.4f,\"p10_us\":%.4f,\"p90_us\":%.4f,"
-                   "\"gbps\":%.4f,\"note\":\"window %d then quiet, timed on the host from the launch to "
-                   "cudaStreamSynchronize; %d blocks x %d threads; GPUs 0 -> 1; NVSHMEM %s\"}\n",
-                   size, h.n * window, h.median, h.p10, h.p90, (double)size / h.median / 1e3, window, blocks,
-                   threads, nvshmem_version_string());
-            fflush(stdout);
+            print_bw(" host-synchronised", "timed on the host from the launch to cudaStreamSynchronize", size,
+                     stats(host_put), window, blocks, threads);
         }
         nvshmem_barrier_all();
     }

@@ -104,6 +104,7 @@ case "$ROOT/" in
     if [ -n "${RDMA_VM_SCRIPT:-}" ]; then
         mkdir -p "$REPO/$(dirname "$RDMA_VM_SCRIPT")" &&
             cp -a "$ROOT/$RDMA_VM_SCRIPT" "$REPO/$RDMA_VM_SCRIPT" &&
+            mkdir -p "$REPO/bench" && cp -a "$ROOT/bench/rounds.py" "$REPO/bench/" &&
             cp -a "$ROOT/target/release/gaspi-bench" "$REPO/target/release/" || broken "staging $RDMA_VM_SCRIPT"
     fi
     say "the tree is under a folder the VM mounts afresh; staged into $REPO"
