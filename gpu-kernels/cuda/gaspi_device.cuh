@@ -6,9 +6,9 @@
 // gaspi_notify. A kernel that sends to the same peer segment again and
 // again prepares the route once (gaspi_write_route_prepare) and sends with
 // the *_via calls, which skip reading the segment tables each time (about
-// 0.3 us a call between two GPUs). Everything it needs arrives in one gaspi_device_ctx,
-// passed to the kernel by value (built by the runtime; see
-// gpu-kernels/src/device_ctx.rs for the Rust mirror).
+// 0.3 us a call between two GPUs). Everything it needs arrives in one
+// gaspi_device_ctx, passed to the kernel by value (built by the runtime;
+// see gpu-kernels/src/device_ctx.rs for the Rust mirror).
 //
 // Where a target is directly reachable (a segment of this GPU, a peer GPU's
 // segment opened with CUDA IPC, host-mapped memory) the calling threads
@@ -255,10 +255,15 @@ __device__ __forceinline__ const gaspi_segment_desc* gaspi_local_segment(const g
 }
 
 // Segment `seg` of `rank`, or null when unknown.
+// Where segment `seg` of `rank` sits in the remote table (unchecked).
+__device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_entry(const gaspi_device_ctx& ctx, gaspi_u32 rank,
+                                                                       gaspi_u32 seg) {
+    return reinterpret_cast<const gaspi_segment_desc*>(ctx.remote) + (gaspi_u64)rank * ctx.nsegments + seg;
+}
+
 __device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_segment(const gaspi_device_ctx& ctx, gaspi_u32 rank, gaspi_u32 seg) {
     if (rank >= ctx.nranks || seg >= ctx.nsegments || ctx.remote == 0) return nullptr;
-    const gaspi_segment_desc* d = reinterpret_cast<const gaspi_segment_desc*>(ctx.remote)
-        + (gaspi_u64)rank * ctx.nsegments + seg;
+    const gaspi_segment_desc* d = gaspi_remote_entry(ctx, rank, seg);
     return d->notification_count == 0 ? nullptr : d;
 }
 
@@ -567,8 +572,7 @@ __device__ inline gaspi_write_route gaspi_write_route_prepare(const gaspi_device
               ctx.remote != 0;
     if (w.valid) {
         w.local = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.local) + local_seg);
-        w.remote = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.remote) +
-                                   (gaspi_u64)rank * ctx.nsegments + remote_seg);
+        w.remote = gaspi_desc_load(gaspi_remote_entry(ctx, rank, remote_seg));
     } else {
         w.local = gaspi_segment_desc{};
         w.remote = gaspi_segment_desc{};
