@@ -101,17 +101,8 @@ runtime() {
         GASPI_LOCAL_SIZE=1 GASPI_RENDEZVOUS=10.98.0.1:$port GASPI_JOB_KEY="$KEY")
     ip netns exec "$B" "${NICE[@]}" timeout 300 "${env[@]}" GASPI_RANK=1 "$RUNTIME" --json "$@" >/dev/null &
     local peer=$!
-    ip netns exec "$A" "${NICE[@]}" timeout 300 "${env[@]}" GASPI_RANK=0 "$RUNTIME" --json "$@" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    if r["bench"] == "pingpong":
-        print("runtime-pingpong", r["size"], r["median_us"], round(r["size"] / r["median_us"], 1))
-    elif r["bench"] == "write-bw" and r["size"] == 4194304:
-        print("runtime-bw", r["size"], "-", round(r["gbps"] * 1000, 1))
-' || echo "fabric-netns.sh: gaspi-bench over libfabric failed" >&2
+    ip netns exec "$A" "${NICE[@]}" timeout 300 "${env[@]}" GASPI_RANK=0 "$RUNTIME" --json "$@" |
+        python3 "$ROOT/bench/rounds.py" runtime-rows || echo "fabric-netns.sh: gaspi-bench over libfabric failed" >&2
     wait "$peer" || echo "fabric-netns.sh: the gaspi-bench peer failed" >&2
 }
 with_runtime=0

@@ -15,9 +15,8 @@
 #   gaspi-run: the write_notify + notify_waitsome + notify_reset ping-pong
 #   (8 B, 4 MiB) and the write bandwidth (windows of 16 writes of 4 MiB,
 #   then wait).
-# Everything runs under software emulation (TCG, one virtual CPU, both
-# processes on it): the figures compare the two programs with each other,
-# not with hardware.
+# Everything runs under software emulation (TCG, two virtual CPUs): the
+# figures compare the two programs with each other, not with hardware.
 #
 # Needs root, what tests/rdma-vm/run.sh needs, and a build of
 #   cargo build --release --workspace --features gaspi/verbs,gaspi/libfabric
@@ -49,7 +48,7 @@ fi
 # RDMA connection across (fi_pingpong hung, the runtime's ranks timed out).
 # So the figures are of rxe's own loopback path, the same for both.
 BIN=$1
-ROUNDS=${FABRIC_VM_ROUNDS:-3}
+ROUNDS=3
 P='verbs;ofi_rxm'
 # As the VM's scenarios: verbs;ofi_rxm pins memory beyond the default
 # locked-memory limit, and its default message CQ is larger than rxe allows.
@@ -78,17 +77,8 @@ fi_pp() {
 # runtime ARGS...: one launch of gaspi-bench on two ranks, both on rxe0.
 runtime() {
     GASPI_TRANSPORT=libfabric GASPI_NET_PROVIDER="$P" GASPI_NET_DEVICE=rxe0 GASPI_LOG=info \
-        timeout -s KILL $T "$BIN/gaspi-run" -n 2 "$BIN/gaspi-bench" --json --quick "$@" 2>"$OUT/runtime.err" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    if r["bench"] == "pingpong":
-        print("runtime-pingpong", r["size"], r["median_us"], round(r["size"] / r["median_us"], 1))
-    elif r["bench"] == "write-bw":
-        print("runtime-bw", r["size"], "-", round(r["gbps"] * 1000, 1))
-'
+        timeout -s KILL $T "$BIN/gaspi-run" -n 2 "$BIN/gaspi-bench" --json --quick "$@" 2>"$OUT/runtime.err" |
+        python3 "$ROOT/bench/rounds.py" runtime-rows
     [ "$(grep -c "libfabric to 1 ranks" "$OUT/runtime.err")" = 2 ] ||
         { echo "BENCH gaspi-bench $1: not over libfabric, or failed"; grep -v INFO "$OUT/runtime.err" | head -n 5 | sed 's/^/BENCH   /'; } >&2
 }
