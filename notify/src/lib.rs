@@ -146,6 +146,12 @@ pub trait SpinWork: Send + Sync + std::fmt::Debug {
     fn polls_between(&self) -> u32 {
         SPIN_CHUNK_WITH_WORK
     }
+
+    /// Called once a wait saw a word set, before it returns: for work that
+    /// also sets other words and must have set those it can before the
+    /// waiter goes on (a completion queue in which earlier notifications
+    /// wait while a later word was written directly). Nothing by default.
+    fn settle(&self) {}
 }
 
 /// A view of a notification area in memory shared with other processes.
@@ -425,7 +431,23 @@ impl NotificationArea {
 
     /// The wait itself. `check(0)` checks once; `check(n)` makes `n` paced
     /// checks, between which the clock is read and the spin work runs.
+    /// Once something was found, the spin work settles ([`SpinWork::settle`]).
     fn wait_with<R>(
+        &self,
+        deadline: Option<Instant>,
+        check: impl FnMut(u32) -> Option<R>,
+    ) -> (Option<R>, Duration) {
+        let found = self.wait_for(deadline, check);
+        if found.0.is_some() {
+            if let Some(w) = &self.spin_work {
+                w.settle();
+            }
+        }
+        found
+    }
+
+    /// [`Self::wait_with`] before it settles.
+    fn wait_for<R>(
         &self,
         deadline: Option<Instant>,
         mut check: impl FnMut(u32) -> Option<R>,

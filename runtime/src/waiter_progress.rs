@@ -363,6 +363,9 @@ pub(crate) struct WaitWork {
     /// Network transports whose peers' writes land only while someone
     /// reads their completion queue (`NetworkTransport::progress_in_waits`).
     pub network: Vec<Arc<dyn crate::transport::NetworkTransport>>,
+    /// Those of them read once more when a word is seen, before the wait
+    /// returns (`NetworkTransport::settle_in_waits`).
+    pub settle: Vec<Arc<dyn crate::transport::NetworkTransport>>,
 }
 
 impl WaitWork {
@@ -377,8 +380,19 @@ impl WaitWork {
             .filter(|t| t.progress_in_waits())
             .cloned()
             .collect();
-        (copy.is_some() || net.is_some() || !network.is_empty())
-            .then(|| Arc::new(WaitWork { copy, net, network }))
+        let settle = network
+            .iter()
+            .filter(|t| t.settle_in_waits())
+            .cloned()
+            .collect();
+        (copy.is_some() || net.is_some() || !network.is_empty()).then(|| {
+            Arc::new(WaitWork {
+                copy,
+                net,
+                network,
+                settle,
+            })
+        })
     }
 }
 
@@ -391,6 +405,12 @@ impl gaspi_notify::SpinWork for WaitWork {
             t.progress();
         }
         copied || read
+    }
+
+    fn settle(&self) {
+        for t in &self.settle {
+            t.progress();
+        }
     }
 
     fn polls_between(&self) -> u32 {

@@ -110,6 +110,21 @@ enum Cmd {
         #[arg(long, default_value_t = 1 << 20)]
         large: u64,
     },
+    /// Notifications are seen in the order their writer sent them, however
+    /// each travels (libfabric's compact CQ data carries ids below 65536
+    /// and values below 256, the rest are written apart; decision 0052).
+    /// Each round every rank sends the next rank `batch` write_notifys and
+    /// notifies, ids spread past 65536 where GASPI_NOTIFICATION_NUM allows,
+    /// values in and past 255, the last one in or out of the compact form
+    /// by turns. The target waits for the last one only, then finds every
+    /// earlier word of the round set and its data in place; then the same
+    /// with a barrier as the last one.
+    NotifyOrder {
+        #[arg(long, default_value_t = 40)]
+        rounds: u32,
+        #[arg(long, default_value_t = 24)]
+        batch: u32,
+    },
     /// Every bad input is refused with its typed error, and nothing changes
     /// anywhere. Expects GASPI_QUEUE_NUM=2, GASPI_QUEUE_SIZE_MAX=8,
     /// GASPI_SEGMENT_MAX=16, GASPI_NOTIFICATION_NUM=64,
@@ -301,6 +316,7 @@ fn main() {
         Cmd::AssistedCopy { rounds, assist_off } => assisted_copy(rounds, assist_off),
         Cmd::AssistedCopyVictim => assisted_copy_victim(),
         Cmd::Ordering { iters, large } => ordering(iters, large),
+        Cmd::NotifyOrder { rounds, batch } => notify_order(rounds, batch),
         Cmd::BadInputs => bad_inputs(),
         Cmd::DeletedSegment { iters } => deleted_segment(iters),
         Cmd::WaitAfterPeerTerm => wait_after_peer_term(),
@@ -893,6 +909,96 @@ fn assisted_copy_victim() -> Res {
 }
 
 // ----- 3. ordering under stress -----
+
+fn notify_order(rounds: u32, batch: u32) -> Res {
+    const BLOCK: u64 = 64;
+    let g = init(Config::from_env())?;
+    let (n, me) = (g.size(), g.rank().0);
+    ensure!(n >= 2, "notify-order needs at least 2 ranks");
+    let ids = g.config().notification_num;
+    ensure!(
+        batch >= 2 && ids >= 2 * batch + 2,
+        "bad arguments: batch {batch} with {ids} notification ids"
+    );
+    let next = Rank((me + 1) % n);
+    let prev = (me + n - 1) % n;
+    // Bytes [0, batch*BLOCK): outgoing; [batch*BLOCK, 2*batch*BLOCK): incoming.
+    let half = u64::from(batch) * BLOCK;
+    let seg = g.segment_create(SEG, 2 * half, Memory::Host, Group::ALL, LONG)?;
+    // Notification i of a round: its id (ids spread over the whole range,
+    // past 65535 where there are that many), its value (in or past the
+    // compact form's 255), and whether it carries data (else a notify).
+    let id_of = |i: u32| {
+        let stride = (ids - 1) / batch;
+        NotifyId(i * stride)
+    };
+    let value_of = |round: u32, i: u32| {
+        let last = i == batch - 1;
+        match (round + i) % 3 {
+            _ if last && round % 2 == 0 => 1 + round % 255,
+            _ if last => 256 + round,
+            0 => 1 + (round * 7 + i) % 255,
+            1 => 256 + round * batch + i,
+            _ => u32::MAX - i,
+        }
+    };
+    let stamp = |from: u32, round: u32, i: u32, k: u32| (from << 24) ^ (round << 12) ^ (i << 4) ^ k;
+    for round in 1..=rounds {
+        let by_barrier = round % 4 == 0;
+        let sent = if by_barrier { batch - 1 } else { batch };
+        for i in 0..sent {
+            let (id, value) = (id_of(i), value_of(round, i));
+            if i % 2 == 0 {
+                let msg: Vec<u32> = (0..BLOCK as u32 / 4)
+                    .map(|k| stamp(me, round, i, k))
+                    .collect();
+                let off = u64::from(i) * BLOCK;
+                seg.write(off as usize, &msg)?;
+                g.write_notify(SEG, off, next, SEG, half + off, BLOCK, id, value, Queue(0))?;
+            } else {
+                g.notify(next, SEG, id, value, Queue(0))?;
+            }
+        }
+        if by_barrier {
+            g.barrier(Group::ALL, LONG)?;
+        } else {
+            g.notify_waitsome(SEG, id_of(batch - 1), 1, LONG)?;
+        }
+        for i in 0..sent {
+            let (id, want) = (id_of(i), value_of(round, i));
+            let v = g.notify_reset(SEG, id)?;
+            ensure!(
+                v == want,
+                "round {round}: notification {i} (id {}) from rank {prev} is {v} once a later \
+                 one ({}) was seen, expected {want}",
+                id.0,
+                if by_barrier {
+                    "the barrier"
+                } else {
+                    "the last"
+                }
+            );
+            if i % 2 == 0 {
+                let off = half + u64::from(i) * BLOCK;
+                let got = seg.read_vec::<u32>(off as usize, (BLOCK / 4) as usize)?;
+                let bad =
+                    (0..BLOCK as u32 / 4).find(|&k| got[k as usize] != stamp(prev, round, i, k));
+                ensure!(
+                    bad.is_none(),
+                    "round {round}: the data of notification {i} from rank {prev} is not in place"
+                );
+            }
+        }
+        g.wait(Queue(0), LONG)?;
+        // Nobody writes the next round before everyone checked this one.
+        g.barrier(Group::ALL, LONG)?;
+    }
+    say(
+        &g,
+        format!("ok notify-order: {rounds} rounds of {batch} notifications, {ids} ids"),
+    );
+    Ok(())
+}
 
 fn ordering(iters: u32, large: u64) -> Res {
     const SMALL: u64 = 256;

@@ -70,6 +70,7 @@ T=$BIN/gaspi-test-rank M=$BIN/gaspi-model-rank RUN=$BIN/gaspi-run
 scenario all-to-all   4 0 " ok" 4 -- $RUN -n 4 $T all-to-all --rounds 3
 scenario ordering     4 0 " ok" 4 -- $RUN -n 4 $T ordering --iters 20
 scenario ping-pong    2 0 " ok" 2 -- $RUN -n 2 $T ping-pong --rounds 50
+scenario notify-order 4 0 " ok" 4 -- env GASPI_NOTIFICATION_NUM=70000 $RUN -n 4 $T notify-order --rounds 20
 for s in read-notify lists fetch-add compare-swap passive allreduce groups; do
     scenario $s       4 0 " ok" 4 -- $RUN -n 4 $M $s
 done
@@ -91,6 +92,12 @@ if ldd $M | grep -q libfabric; then
     scenario fabric-all-to-all 4 0 " ok" 4 -- $RUN -n 4 $T all-to-all --rounds 3
     scenario fabric-ordering   4 0 " ok" 4 -- $RUN -n 4 $T ordering --iters 20
     scenario fabric-ping-pong  2 0 " ok" 2 -- $RUN -n 2 $T ping-pong --rounds 50
+    # verbs;ofi_rxm carries 4 bytes of CQ data: notifications in the
+    # compact form where they fit, the rest written apart (decision 0052).
+    scenario fabric-notify-order 4 0 " ok" 4 -- env GASPI_NOTIFICATION_NUM=70000 $RUN -n 4 $T notify-order --rounds 20
+    if [ -f $OUT/fabric-notify-order.err ] && ! grep -q "on their write (4 bytes;" $OUT/fabric-notify-order.err; then
+        echo "VMTEST FAIL fabric-compact-form: notifications did not ride on their writes as 4 bytes of CQ data"
+    fi
     for s in read-notify lists fetch-add compare-swap passive allreduce groups; do
         scenario fabric-$s     4 0 " ok" 4 -- $RUN -n 4 $M $s
     done

@@ -48,13 +48,26 @@ fn provider_missing(test: &str, out: &Outcome) -> bool {
 /// reaching every other over libfabric; every rank must succeed, print
 /// `ok` and say it used libfabric to every other rank. `false`: skipped.
 fn over_fabric(test: &str, program: &Path, ranks: u32, args: &[&str]) -> bool {
+    over_fabric_with(test, program, ranks, args, &[])
+}
+
+/// [`over_fabric`] with `env` set for every rank.
+fn over_fabric_with(
+    test: &str,
+    program: &Path,
+    ranks: u32,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> bool {
     let before = shm_files();
-    let out = Job::new(program, ranks)
+    let mut job = Job::new(program, ranks)
         .env("GASPI_TRANSPORT", "libfabric")
         .env("GASPI_NET_PROVIDER", PROVIDER)
-        .env("GASPI_LOG", "info")
-        .args(args)
-        .run();
+        .env("GASPI_LOG", "info");
+    for (k, v) in env {
+        job = job.env(k, v);
+    }
+    let out = job.args(args).run();
     if provider_missing(test, &out) {
         return false;
     }
@@ -78,13 +91,25 @@ fn over_fabric(test: &str, program: &Path, ranks: u32, args: &[&str]) -> bool {
         out.dump()
     );
     // tcp;ofi_rxm offers 8 bytes of remote CQ data and ordered writes: a
-    // write_notify is one operation.
-    assert!(
-        out.stderr
-            .contains("notifications as remote CQ data on their write"),
-        "notifications do not travel on their writes:\n{}",
-        out.dump()
-    );
+    // write_notify is one operation, its notification packed as asked.
+    let said = match env.iter().find(|(k, _)| *k == "GASPI_NET_CQ_DATA") {
+        Some((_, "0")) => None,
+        Some((_, "4")) => Some("notifications as remote CQ data on their write (4 bytes;"),
+        _ => Some("notifications as remote CQ data on their write (8 bytes)"),
+    };
+    match said {
+        Some(line) => assert_eq!(
+            out.stderr.matches(line).count(),
+            ranks as usize,
+            "notifications do not travel on their writes as asked ({line}):\n{}",
+            out.dump()
+        ),
+        None => assert!(
+            !out.stderr.contains("as remote CQ data"),
+            "notifications travel as CQ data under GASPI_NET_CQ_DATA=0:\n{}",
+            out.dump()
+        ),
+    }
     out.assert_nothing_left(&before);
     true
 }
@@ -118,6 +143,17 @@ fn data_notifications_and_reads_arrive_whole_over_libfabric() {
     // deleted segment refused.
     over_fabric(test, &rank_bin!(), 2, &["assisted-copy", "--rounds", "10"]);
     over_fabric(test, &rank_bin!(), 4, &["deleted-segment", "--iters", "10"]);
+    // Notifications seen in the order they were sent, with the provider's
+    // 8 bytes of CQ data and with the compact 4 of `verbs;ofi_rxm` and
+    // `efa` (ids past 65535 and values past 255 written apart, decision
+    // 0052); then every word written apart.
+    for cq_data in ["auto", "4", "0"] {
+        let env = [
+            ("GASPI_NOTIFICATION_NUM", "70000"),
+            ("GASPI_NET_CQ_DATA", cq_data),
+        ];
+        over_fabric_with(test, &rank_bin!(), 4, &["notify-order"], &env);
+    }
     // Reads, and a read's notification set only once its data is there.
     over_fabric(test, &model_bin(), 4, &["read-notify"]);
     over_fabric(test, &model_bin(), 4, &["lists"]);

@@ -75,7 +75,7 @@ fn scenarios_pass_over_soft_roce_verbs() {
         .and_then(|(p, f)| Some(vec![p.parse().ok()?, f.parse().ok()?]))
         .unwrap_or_else(|| panic!("no VERBS_TESTS line at the end:\n{stdout}\n{stderr}"));
     assert_eq!(counts[1], 0, "scenarios failed over verbs: {last}");
-    assert!(counts[0] >= 11, "too few scenarios ran: {last}");
+    assert!(counts[0] >= 12, "too few scenarios ran: {last}");
     // Built with the libfabric feature too: the same scenarios over the
     // libfabric transport with libfabric's verbs provider.
     let ldd = Command::new("ldd").arg(&model_rank).output();
@@ -87,7 +87,7 @@ fn scenarios_pass_over_soft_roce_verbs() {
             .and_then(|(p, f)| Some((p.parse::<u32>().ok()?, f.parse::<u32>().ok()?)))
             .unwrap_or_else(|| panic!("no FABRIC_VERBS_TESTS line:\n{stdout}\n{stderr}"));
         assert_eq!(fabric.1, 0, "scenarios failed over verbs;ofi_rxm");
-        assert!(fabric.0 >= 11, "too few scenarios ran over verbs;ofi_rxm");
+        assert!(fabric.0 >= 12, "too few scenarios ran over verbs;ofi_rxm");
     } else {
         skip(
             "rdma_vm: the libfabric transport over verbs;ofi_rxm",

@@ -159,6 +159,11 @@ pub struct Config {
     /// The libfabric provider (`GASPI_NET_PROVIDER`, e.g. `tcp;ofi_rxm`,
     /// `verbs;ofi_rxm`, `cxi`, `efa`); `None`: the best one offered.
     pub net_provider: Option<String>,
+    /// At most how many bytes of remote CQ data libfabric notifications
+    /// ride on (`GASPI_NET_CQ_DATA=0|4|8`, decision 0052); `None`: what
+    /// the provider offers. 4 packs them as `verbs;ofi_rxm` and `efa` do
+    /// on any provider, 0 writes every word apart. The same on every rank.
+    pub net_cq_data: Option<u8>,
     /// How long a peer's host may leave this rank's traffic unanswered
     /// (no acknowledgement of data or heartbeats sent) before the peer is
     /// declared dead (`GASPI_PEER_TIMEOUT_MS`, default
@@ -313,6 +318,7 @@ impl Default for Config {
             net_gid_index: None,
             net_atomics_nic: false,
             net_provider: None,
+            net_cq_data: None,
             peer_timeout: DEFAULT_PEER_TIMEOUT,
         }
     }
@@ -423,6 +429,19 @@ impl Config {
         }
         if let Ok(v) = std::env::var("GASPI_NET_PROVIDER") {
             c.net_provider = Some(v.trim().to_string()).filter(|v| !v.is_empty());
+        }
+        if let Ok(v) = std::env::var("GASPI_NET_CQ_DATA") {
+            c.net_cq_data = match v.trim() {
+                "" | "auto" => None,
+                "off" | "0" => Some(0),
+                "4" => Some(4),
+                "8" => Some(8),
+                other => {
+                    return Err(Error::Config(format!(
+                        "GASPI_NET_CQ_DATA={other:?}: expected auto, 0, 4 or 8"
+                    )))
+                }
+            };
         }
         if let Ok(v) = std::env::var("GASPI_NET_ATOMICS") {
             c.net_atomics_nic = match v.trim() {

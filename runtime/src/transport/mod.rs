@@ -376,6 +376,15 @@ pub(crate) trait NetworkTransport: Send + Sync + std::fmt::Debug {
     fn progress_in_waits(&self) -> bool {
         false
     }
+    /// Whether a thread that saw a notification word set should call
+    /// [`Self::progress`] once more before its wait returns: where some
+    /// words are written by the peer's provider and others set by this
+    /// rank from completion events, the events of earlier notifications
+    /// may still wait in the queue when a later word shows (libfabric's
+    /// compact CQ data, decision 0052).
+    fn settle_in_waits(&self) -> bool {
+        false
+    }
     /// At shutdown, before the goodbyes: makes sure what this rank wrote
     /// has landed at its targets (a peer told of the end must not find a
     /// notification of a last barrier still on its way), for at most

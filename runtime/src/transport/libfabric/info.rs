@@ -133,9 +133,10 @@ pub(crate) struct Attributes {
     pub inject_size: usize,
     /// Largest single RMA write or read; the runtime splits larger ones.
     pub max_write: usize,
-    /// Whether writes can carry 8 bytes of remote CQ data
-    /// (`cq_data_size` >= 8 and no `FI_RX_CQ_DATA` mode needed).
-    pub cq_data: bool,
+    /// Bytes of remote CQ data a write can carry, as the runtime uses
+    /// them: 8 (`tcp;ofi_rxm`), 4 (`verbs;ofi_rxm`, `efa`) or 0 (none, or
+    /// fewer than 4). No `FI_RX_CQ_DATA` mode is ever asked for.
+    pub cq_data_bytes: usize,
     /// Whether data moves only while someone reads the completion queue
     /// (`FI_PROGRESS_MANUAL`), at the target too (`tcp;ofi_rxm`).
     pub manual_progress: bool,
@@ -428,7 +429,11 @@ impl Info {
             mr_key_size: dom.mr_key_size,
             inject_size: tx.inject_size,
             max_write,
-            cq_data: dom.cq_data_size >= 8,
+            cq_data_bytes: match dom.cq_data_size {
+                n if n >= 8 => 8,
+                n if n >= 4 => 4,
+                _ => 0,
+            },
             manual_progress: dom.data_progress == sys::FI_PROGRESS_MANUAL,
         };
         // SAFETY: copies one entry (not the list after it) into memory we

@@ -75,17 +75,15 @@
 //!
 //! A fourth way, for providers whose target reads its completion queue
 //! anyway (manual progress): the notification rides on the data's write
-//! as 8 bytes of remote CQ data ([`Endpoint::write_with_data`],
+//! as remote CQ data ([`Endpoint::write_with_data`],
 //! `FI_REMOTE_CQ_DATA`); the target's [`Endpoint::poll`] returns
 //! [`Event::Remote`] once the data is in its memory, and the runtime sets
 //! the word then. One operation each way instead of two (on TCP one
-//! message instead of two): the runtime's choice for `write_notify` where
-//! [`Attributes::cq_data`] and [`Attributes::manual_progress`] hold
-//! (`tcp;ofi_rxm`: 8 bytes; `verbs;ofi_rxm` offers 4, too few for word
-//! and value, and there the word's WRITE is pipelined behind the data's
-//! on the queue pair anyway). Not
-//! for NIC-progressed providers (`cxi`, `efa`): there the word would wait
-//! for the target's CPU.
+//! message instead of two, on a queue pair one WRITE with immediate
+//! instead of two WRITEs): the runtime's choice for `write_notify` where
+//! [`Attributes::cq_data_bytes`] is 4 or 8 and writes stay in order
+//! (`tcp;ofi_rxm`: 8 bytes; `verbs;ofi_rxm`: 4, which hold a segment, an
+//! id below 65536 and a value below 256; decision 0052).
 //!
 //! The tests run the ordering check with each mechanism the provider can
 //! do (`tcp;ofi_rxm`: 1, 3 and remote CQ data).
@@ -136,7 +134,8 @@
 //!
 //! What follows was the plan; `transport.rs` follows it, except: the
 //! bind address is the one that reaches the rendezvous; `write_notify`
-//! is a data write and a word write (no remote CQ data yet); `read_notify`
+//! is one write carrying remote CQ data where the provider allows it
+//! (decisions 0050, 0052), else a data write and a word write; `read_notify`
 //! is set by the CPU once the reads before it completed; progress is a
 //! completion thread on the wait descriptor plus `wait`'s spin (not the
 //! engine's epoll set); and shutdown flushes with a read per target.

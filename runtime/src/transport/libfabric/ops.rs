@@ -190,7 +190,7 @@ impl Endpoint {
     /// `data` (`FI_REMOTE_CQ_DATA`): the peer's [`Endpoint::poll`] returns
     /// [`Event::Remote`]`(data)` once the bytes are in its memory. The
     /// runtime's notification in one operation instead of two, where the
-    /// provider offers remote CQ data ([`super::Attributes::cq_data`]) and
+    /// provider offers remote CQ data ([`super::Attributes::cq_data_bytes`]) and
     /// the target reads its queue anyway (manual progress): the target
     /// sets the word when it reads the event. Ordered after earlier
     /// writes to the peer like [`Self::notify`] (in-order and fence only).
@@ -525,7 +525,7 @@ impl Endpoint {
     fn with_data_flags(&self) -> Result<u64> {
         let attrs = self.attributes();
         match self.order() {
-            _ if !attrs.cq_data => {}
+            _ if attrs.cq_data_bytes < 4 => {}
             NotifyOrder::DeliveryComplete => {}
             NotifyOrder::Fence => {
                 return Ok((sys::FI_COMPLETION | sys::FI_REMOTE_CQ_DATA | sys::FI_FENCE) as u64)
@@ -534,7 +534,7 @@ impl Endpoint {
         }
         Err(FabricError::Unsupported {
             provider: attrs.provider.clone(),
-            what: "8-byte remote CQ data with in-order or fenced writes",
+            what: "4 or more bytes of remote CQ data with in-order or fenced writes",
         })
     }
 

@@ -111,7 +111,7 @@ struct Registration {
 }
 
 /// Notifications that arrive as remote CQ data (one write carries the
-/// data and its notification, see [`encode_notification`]) are set by
+/// data and its notification, see [`DataForm`]) are set by
 /// this rank when it reads the event: where each segment's words are.
 #[derive(Debug)]
 struct Target {
@@ -143,20 +143,68 @@ impl Drop for TargetGuard {
     }
 }
 
-/// The 8 bytes of remote CQ data that carry a notification: the target's
-/// segment id (8 bits), the notification id (24 bits), the value (32).
-/// `None` where the id does not fit (the word is then written apart).
-fn encode_notification(seg: u8, id: u32, value: u32) -> Option<u64> {
-    (id < 1 << 24).then(|| (u64::from(seg) << 56) | (u64::from(id) << 32) | u64::from(value))
+/// How a notification is packed into a write's remote CQ data: as
+/// many bytes as the provider carries (decisions 0050, 0052).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DataForm {
+    /// 8 bytes (`tcp;ofi_rxm`): the target's segment id (8 bits), the
+    /// notification id (24), the value (32).
+    Wide,
+    /// 4 bytes (`verbs;ofi_rxm`, `efa`): the segment id (8 bits), the
+    /// notification id (16), the value (8). A notification past that (an
+    /// id of 65536 or more, a value above 255) has its word written apart
+    /// by the provider, so the target's waiters read the completion queue
+    /// once more after they see a word ([`NetworkTransport::settle_in_waits`]):
+    /// the events of earlier notifications are in the queue before a later
+    /// word lands (the writes' order), and are set before the wait returns.
+    Compact,
 }
 
-/// The inverse of [`encode_notification`]: (segment, id, value).
-fn decode_notification(data: u64) -> (u8, u32, u32) {
-    (
-        (data >> 56) as u8,
-        ((data >> 32) & 0xff_ffff) as u32,
-        data as u32,
-    )
+impl DataForm {
+    /// The form for `bytes` of remote CQ data, at most `limit` of them
+    /// (`GASPI_NET_CQ_DATA`); `None`: too few to carry a notification.
+    fn for_bytes(bytes: usize, limit: Option<u8>) -> Option<DataForm> {
+        match bytes.min(limit.map_or(8, usize::from)) {
+            8.. => Some(DataForm::Wide),
+            4..=7 => Some(DataForm::Compact),
+            _ => None,
+        }
+    }
+
+    /// The CQ data that carries notification `id` = `value` to segment
+    /// `seg`; `None` where it does not fit (the word is then written apart).
+    fn encode(self, seg: u8, id: u32, value: u32) -> Option<u64> {
+        match self {
+            DataForm::Wide => (id < 1 << 24)
+                .then(|| (u64::from(seg) << 56) | (u64::from(id) << 32) | u64::from(value)),
+            DataForm::Compact => (id < 1 << 16 && value < 1 << 8)
+                .then(|| (u64::from(seg) << 24) | (u64::from(id) << 8) | u64::from(value)),
+        }
+    }
+
+    /// The inverse of [`Self::encode`]: (segment, id, value).
+    fn decode(self, data: u64) -> (u8, u32, u32) {
+        match self {
+            DataForm::Wide => (
+                (data >> 56) as u8,
+                ((data >> 32) & 0xff_ffff) as u32,
+                data as u32,
+            ),
+            DataForm::Compact => (
+                (data >> 24) as u8,
+                ((data >> 8) & 0xffff) as u32,
+                (data & 0xff) as u32,
+            ),
+        }
+    }
+
+    /// How the start-up line says it.
+    fn name(self) -> &'static str {
+        match self {
+            DataForm::Wide => "8 bytes",
+            DataForm::Compact => "4 bytes; ids past 65535 and values past 255 apart",
+        }
+    }
 }
 
 /// The keys of a peer's segment, as its descriptor carries them.
@@ -262,11 +310,11 @@ struct Shared {
     /// where a flush reads from.
     flush_from: Vec<OnceLock<RemoteMemory>>,
     nic_atomics: bool,
-    /// Whether a write_notify is one write carrying its notification as
-    /// remote CQ data (the provider offers 8 bytes of it and keeps writes
-    /// in order or fences them): half the operations, and the target
-    /// sets the word when it reads the event.
-    data_notify: bool,
+    /// How a write_notify's notification rides on its write as remote CQ
+    /// data, where it does (the provider offers 4 or 8 bytes of it and
+    /// keeps writes in order or fences them): half the operations, and
+    /// the target sets the word when it reads the event.
+    data_form: Option<DataForm>,
     /// This rank's segments by id, for notifications arriving as data.
     targets: Mutex<HashMap<u8, Target>>,
     /// Held by the thread reading and handling completions ([`Shared::progress`]).
@@ -369,7 +417,7 @@ impl NetworkTransport for FabricTransport {
             words: words.remote(),
         };
         seg.descriptor.set_key(NAME, keys.pack());
-        let target = self.shared.data_notify.then(|| {
+        let target = self.shared.data_form.is_some().then(|| {
             let s = &self.shared;
             let generation = s.next_generation.fetch_add(1, Ordering::Relaxed);
             // SAFETY: the area is mapped for the segment's life, and the
@@ -402,8 +450,8 @@ impl NetworkTransport for FabricTransport {
         }));
         // The words are stored by the provider (or, under manual progress,
         // by the completion thread inside libfabric), a word sent apart
-        // included where notifications travel as data (an id past 2^24 of
-        // the system segment): no futex wake.
+        // included where notifications travel as data (one that does not
+        // fit the form): no futex wake.
         seg.notifications.mark_silent_writer();
         Ok(())
     }
@@ -435,7 +483,13 @@ impl NetworkTransport for FabricTransport {
     fn progress_in_waits(&self) -> bool {
         // Notifications that arrive as data are set by whoever reads the
         // queue: a waiter does it itself rather than wait for the thread.
-        self.shared.endpoint.attributes().manual_progress || self.shared.data_notify
+        self.shared.endpoint.attributes().manual_progress || self.shared.data_form.is_some()
+    }
+
+    fn settle_in_waits(&self) -> bool {
+        // In the compact form some words are written by the provider while
+        // earlier notifications wait in the queue as events (DataForm).
+        self.shared.data_form == Some(DataForm::Compact)
     }
 
     /// A 4-byte read from every rank written to since the last flush,
@@ -508,17 +562,17 @@ impl FabricTransport {
                 a.provider
             )));
         }
-        let data_notify = a.cq_data && a.order != NotifyOrder::DeliveryComplete;
+        let data_form = DataForm::for_bytes(a.cq_data_bytes, config.net_cq_data)
+            .filter(|_| a.order != NotifyOrder::DeliveryComplete);
         tracing::info!(
             rank = rank.0,
             "libfabric provider {} (domain {}, fabric {}), notifications {}{}, {}",
             a.provider,
             a.domain,
             a.fabric,
-            if data_notify {
-                "as remote CQ data on their write, "
-            } else {
-                ""
+            match data_form {
+                Some(f) => format!("as remote CQ data on their write ({}), ", f.name()),
+                None => String::new(),
             },
             a.order.name(),
             if config.net_atomics_nic && node.endpoint.has_atomics() {
@@ -530,7 +584,7 @@ impl FabricTransport {
         Ok(FabricTransport {
             fallback: OnceLock::new(),
             shared: Arc::new(Shared {
-                data_notify,
+                data_form,
                 targets: Mutex::new(HashMap::new()),
                 reading: Mutex::new(()),
                 next_generation: AtomicU64::new(1),
@@ -604,7 +658,13 @@ impl Shared {
     /// A notification that arrived as remote CQ data: its write's bytes
     /// are in place (the event comes after them), so the word is set now.
     fn deliver(&self, data: u64) {
-        let (seg, id, value) = decode_notification(data);
+        let Some(form) = self.data_form else {
+            tracing::warn!(
+                "remote CQ data {data:#x} arrived, but notifications do not travel as data"
+            );
+            return;
+        };
+        let (seg, id, value) = form.decode(data);
         let targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         match targets.get(&seg) {
             Some(t) => {
@@ -821,9 +881,8 @@ impl FabricSegment {
     /// this provider and the id allow it (else the word is written apart).
     fn carried(&self, id: u32, value: u32) -> Option<u64> {
         self.shared
-            .data_notify
-            .then(|| encode_notification(self.seg, id, value))
-            .flatten()
+            .data_form
+            .and_then(|f| f.encode(self.seg, id, value))
     }
 
     /// The remote CQ data that carries `notify` on the last write of
@@ -997,9 +1056,10 @@ impl RemoteSegment for FabricSegment {
         let (ep, words) = (&s.endpoint, &self.keys.words);
         let off = WORDS_HEADER + 4 * id as u64;
         // Where write_notify's notifications travel as data, every
-        // notification does: the target sets them all, in order (a word
-        // written by the provider could show before an earlier one the
-        // target has yet to set).
+        // notification that fits does: the target sets them all, in order
+        // (a word written by the provider could show before an earlier one
+        // the target has yet to set; one that does not fit is written so,
+        // and the target's waiters settle the queue when they see it).
         let data = self.carried(id, value);
         s.post(
             self.owner,
@@ -1140,5 +1200,45 @@ impl RemoteSegment for FabricSegment {
                      its requests go through the CPU"
                 .into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod data_form_tests {
+    use super::DataForm;
+
+    #[test]
+    fn each_form_gives_back_what_it_packed_and_refuses_what_does_not_fit() {
+        for (form, id_max, value_max) in [
+            (DataForm::Wide, (1u32 << 24) - 1, u32::MAX),
+            (DataForm::Compact, (1 << 16) - 1, 255),
+        ] {
+            for seg in [0u8, 1, 7, 255] {
+                for id in [0, 1, 300, id_max] {
+                    for value in [1, 2, value_max] {
+                        let data = form.encode(seg, id, value).expect("fits");
+                        if form == DataForm::Compact {
+                            assert!(data < 1 << 32, "{data:#x} is wider than 4 bytes");
+                        }
+                        assert_eq!(form.decode(data), (seg, id, value), "{form:?}");
+                    }
+                }
+            }
+            assert_eq!(form.encode(3, id_max + 1, 1), None, "{form:?} id");
+        }
+        assert_eq!(DataForm::Compact.encode(3, 4, 256), None);
+        assert_eq!(DataForm::Compact.encode(3, 4, u32::MAX), None);
+    }
+
+    #[test]
+    fn the_form_follows_the_provider_and_the_limit() {
+        assert_eq!(DataForm::for_bytes(8, None), Some(DataForm::Wide));
+        assert_eq!(DataForm::for_bytes(16, None), Some(DataForm::Wide));
+        assert_eq!(DataForm::for_bytes(4, None), Some(DataForm::Compact));
+        assert_eq!(DataForm::for_bytes(4, Some(8)), Some(DataForm::Compact));
+        assert_eq!(DataForm::for_bytes(8, Some(4)), Some(DataForm::Compact));
+        assert_eq!(DataForm::for_bytes(8, Some(0)), None);
+        assert_eq!(DataForm::for_bytes(2, None), None);
+        assert_eq!(DataForm::for_bytes(0, None), None);
     }
 }
