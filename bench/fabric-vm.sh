@@ -14,14 +14,15 @@
 # - gaspi-bench --quick over GASPI_TRANSPORT=libfabric, two ranks started by
 #   gaspi-run: the write_notify + notify_waitsome + notify_reset ping-pong
 #   (8 B, 4 MiB) and the write bandwidth (windows of 16 writes of 4 MiB,
-#   then wait).
+#   then wait); the 8 B ping-pong again with GASPI_NET_CQ_DATA=0 (every
+#   notification's word written apart, as before decision 0052).
 # Everything runs under software emulation (TCG, two virtual CPUs): the
 # figures compare the two programs with each other, not with hardware.
 #
 # Needs root, what tests/rdma-vm/run.sh needs, and a build of
 #   cargo build --release --workspace --features gaspi/verbs,gaspi/libfabric
 #
-#   bench/fabric-vm.sh            (3 rounds; the VM runs this same file
+#   bench/fabric-vm.sh            (4 rounds; the VM runs this same file
 #                                  with the binaries' folder as argument)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,7 +49,7 @@ fi
 # RDMA connection across (fi_pingpong hung, the runtime's ranks timed out).
 # So the figures are of rxe's own loopback path, the same for both.
 BIN=$1
-ROUNDS=3
+ROUNDS=4
 P='verbs;ofi_rxm'
 # As the VM's scenarios: verbs;ofi_rxm pins memory beyond the default
 # locked-memory limit, and its default message CQ is larger than rxe allows.
@@ -91,6 +92,7 @@ for round in $(seq $ROUNDS); do
     fi_pp 4194304 40 | record
     runtime pingpong --sizes 8,4194304 | record
     runtime write-bw --sizes 4194304 | record
+    GASPI_NET_CQ_DATA=0 runtime pingpong --sizes 8 | sed 's/^runtime-pingpong/runtime-apart-pingpong/' | record
 done
 echo "BENCH == $P on Soft-RoCE (both ends on rxe0) in the VM, $ROUNDS launches each: median [min..max]"
 python3 - "$OUT/all.txt" "$ROOT/bench" <<'PY'
@@ -101,6 +103,7 @@ r = Rounds(sys.argv[1], prefix="BENCH ")
 col, show = r.col, r.show
 f8 = show("fi_pingpong 8 B half round trip", col("fi_pingpong", 8, 2), "us")
 r8 = show("runtime 8 B write_notify half round trip", col("runtime-pingpong", 8, 2), "us")
+a8 = show("  the same, every word written apart", col("runtime-apart-pingpong", 8, 2), "us")
 f4 = show("fi_pingpong 4 MiB ping-pong", col("fi_pingpong", 4194304, 3), "MB/s")
 p4 = show("runtime 4 MiB ping-pong", col("runtime-pingpong", 4194304, 3), "MB/s")
 b4 = show("runtime 4 MiB write bandwidth", col("runtime-bw", 4194304, 3), "MB/s")

@@ -701,20 +701,35 @@ impl Gaspi {
         // the wait at once, naming it.
         // A TCP target's answers: read its connection here for the spin
         // budget before sleeping (`waiter_progress.rs`).
-        if q.outstanding.is_busy() {
-            self.inner.waiter_progress.spin_while(
-                self.inner.base.config.effective_spin(),
-                timeout.deadline(),
-                || q.outstanding.is_busy(),
-            );
-        }
-        for v in &self.inner.network {
-            // Poll the completion queues here for a moment before sleeping:
-            // on real hardware a batch completes within microseconds, sooner
-            // than the completion thread is woken and scheduled.
-            let until = std::time::Instant::now() + std::time::Duration::from_micros(50);
-            while q.outstanding.is_busy() && std::time::Instant::now() < until {
+        // RDMA and libfabric requests complete when their completion queue
+        // is read: read them here too, for the same spin budget as a wait
+        // on a notification word, before sleeping on the completion
+        // thread (which may look only every few hundred microseconds, and
+        // whose wake-up costs as much as the completion itself).
+        let network = || {
+            for v in &self.inner.network {
                 v.progress();
+            }
+        };
+        if q.outstanding.is_busy() {
+            let spin = self.inner.base.config.effective_spin();
+            let start = std::time::Instant::now();
+            self.inner
+                .waiter_progress
+                .spin_while(spin, timeout.deadline(), || {
+                    network();
+                    q.outstanding.is_busy()
+                });
+            // With no TCP peer to read, spin_while returns at once.
+            let until = timeout
+                .deadline()
+                .map_or(start + spin, |d| d.min(start + spin));
+            while !self.inner.network.is_empty()
+                && q.outstanding.is_busy()
+                && std::time::Instant::now() < until
+            {
+                network();
+                std::hint::spin_loop();
             }
         }
         q.outstanding.wait(timeout.deadline(), |r| {

@@ -605,14 +605,20 @@ impl FabricTransport {
 
 fn completion_thread(shared: Arc<Shared>, watch: Weak<Peers>) {
     while watch.strong_count() > 0 {
-        shared.progress();
-        let since = shared.epoch.elapsed().as_nanos() as u64;
-        if since.saturating_sub(shared.waiter_read.load(Ordering::Relaxed)) < WAITERS_READ_NS {
-            // A waiter reads the queue: look again later without asking
-            // to be woken.
-            std::thread::sleep(Duration::from_micros(500));
+        let now = shared.epoch.elapsed().as_nanos() as u64;
+        let since = now.saturating_sub(shared.waiter_read.load(Ordering::Relaxed));
+        if since < WAITERS_READ_NS {
+            // A waiter reads the queue: leave it to them, and look again
+            // once none has for WAITERS_READ_NS. Not even a read of the
+            // queue meanwhile: it takes the reading lock, and a thread
+            // that loses its core holding it (two ranks spinning on two
+            // cores) holds up the waiter that needs it for a time slice
+            // (Soft-RoCE VM, 8 B: 230-540 us half round trips where
+            // fi_pingpong took 75-150).
+            std::thread::sleep(Duration::from_nanos(WAITERS_READ_NS - since));
             continue;
         }
+        shared.progress();
         // Woken by completions (and, under manual progress, by incoming
         // data to apply); the timeout bounds what a provider whose
         // descriptor misses some of them costs.
