@@ -10,7 +10,7 @@
 // into device memory, launches this kernel, and synchronises, once per round.
 #include "gaspi_device.cuh"
 
-extern "C" __global__ void gaspi_echo(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int out_seg,
+extern "C" __global__ void gaspi_echo(const __grid_constant__ gaspi_device_ctx ctx, unsigned int in_seg, unsigned int out_seg,
                                       unsigned int max_rounds) {
     if (threadIdx.x >= 32) return;
     for (unsigned int round = 0; round < max_rounds; ++round) {
@@ -184,7 +184,7 @@ __device__ inline void gaspi_echo_modes(const gaspi_device_ctx& ctx, unsigned in
     }
 }
 
-extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int peer,
+extern "C" __global__ void gaspi_echo_peer(const __grid_constant__ gaspi_device_ctx ctx, unsigned int in_seg, unsigned int peer,
                                            unsigned int out_seg, unsigned int max_rounds, unsigned int variant) {
     if (threadIdx.x >= 32 && !(variant & 256u)) return;
     const gaspi_segment_desc* in = gaspi_local_segment(ctx, in_seg);
@@ -322,7 +322,7 @@ extern "C" __global__ void gaspi_echo_peer(gaspi_device_ctx ctx, unsigned int in
 // parameters): gaspi_write_notify_thread keeps 16 loads in flight, whose
 // registers would push this kernel past the 128 a block of 512 threads may
 // have each.
-extern "C" __global__ void gaspi_gpu_pingpong_thread(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+extern "C" __global__ void gaspi_gpu_pingpong_thread(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
                                                      unsigned long long size, unsigned long long send_off,
                                                      unsigned int rounds, unsigned int initiator,
                                                      unsigned long long* times, unsigned int style) {
@@ -344,7 +344,7 @@ extern "C" __global__ void gaspi_gpu_pingpong_thread(gaspi_device_ctx ctx, unsig
     }
 }
 
-extern "C" __global__ void gaspi_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+extern "C" __global__ void gaspi_gpu_pingpong(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
                                               unsigned long long size, unsigned long long send_off,
                                               unsigned int rounds, unsigned int initiator,
                                               unsigned long long* times, unsigned int style) {

@@ -4,11 +4,13 @@
 // the host: it waits for notifications with gaspi_notify_waitsome, clears
 // them with gaspi_notify_reset, and sends with gaspi_write_notify /
 // gaspi_notify. A kernel that sends to the same peer segment again and
-// again prepares the route once (gaspi_write_route_prepare) and sends with
-// the *_via calls, which skip reading the segment tables each time (about
-// 0.3 us a call between two GPUs). Everything it needs arrives in one
-// gaspi_device_ctx, passed to the kernel by value (built by the runtime;
-// see gpu-kernels/src/device_ctx.rs for the Rust mirror).
+// again may prepare the route once (gaspi_write_route_prepare) and send
+// with the *_via calls, which skip finding the segment descriptors each
+// time (0.05 - 0.2 us a call between two GPUs; the plain calls find those
+// of segments 0-3 of ranks 0-7 in the kernel argument, decision 0053).
+// Everything it needs arrives in one gaspi_device_ctx, passed to the
+// kernel by value (built by the runtime; see gpu-kernels/src/device_ctx.rs
+// for the Rust mirror).
 //
 // Where a target is directly reachable (a segment of this GPU, a peer GPU's
 // segment opened with CUDA IPC, host-mapped memory) the calling threads
@@ -66,7 +68,18 @@ struct gaspi_segment_desc {
     gaspi_u32 flags;         // reserved
 };
 
-// The kernel argument (device_ctx.rs: DeviceCtx).
+// Segment ids and ranks whose descriptors the kernel argument also holds
+// inline (device_ctx.rs: INLINE_SEGMENTS, INLINE_RANKS).
+#define GASPI_INLINE_SEGMENTS 4u
+#define GASPI_INLINE_RANKS 8u
+
+// The kernel argument (device_ctx.rs: DeviceCtx). Declare it
+// `const __grid_constant__ gaspi_device_ctx ctx` in a kernel's parameters:
+// then the inline descriptors are read from the constant bank, which no
+// fence or acquire empties (a write_notify right after a wait starts about
+// 0.13 us sooner than from the tables, issue 26). Without the qualifier
+// the kernel still works, but the compiler may copy the argument into
+// every thread's local memory.
 struct gaspi_device_ctx {
     gaspi_u32 rank;
     gaspi_u32 nranks;
@@ -76,6 +89,12 @@ struct gaspi_device_ctx {
     gaspi_u64 remote;         // const gaspi_segment_desc[nranks * nsegments]
     gaspi_u64 ring;           // gaspi_ring_header*, slots follow it (host-mapped)
     gaspi_u64 ring_producer;  // gaspi_ring_producer* (device memory)
+    // Copies of the tables' entries for segments < GASPI_INLINE_SEGMENTS
+    // (of ranks < GASPI_INLINE_RANKS): local[seg], and remote[rank][seg]
+    // at rank * GASPI_INLINE_SEGMENTS + seg. Zero where the tables have no
+    // such entry.
+    gaspi_segment_desc inline_local[GASPI_INLINE_SEGMENTS];
+    gaspi_segment_desc inline_remote[GASPI_INLINE_RANKS * GASPI_INLINE_SEGMENTS];
 };
 
 // The ring header, in host-mapped memory (ring.rs: RingHeader).
@@ -126,7 +145,7 @@ struct alignas(64) gaspi_ring_slot {
 #endif
 
 static_assert(sizeof(gaspi_segment_desc) == 32, "gaspi_segment_desc layout");
-static_assert(sizeof(gaspi_device_ctx) == 48, "gaspi_device_ctx layout");
+static_assert(sizeof(gaspi_device_ctx) == 1200, "gaspi_device_ctx layout");
 static_assert(sizeof(gaspi_ring_header) == 384, "gaspi_ring_header layout");
 static_assert(sizeof(gaspi_ring_producer) == 128, "gaspi_ring_producer layout");
 static_assert(sizeof(gaspi_ring_slot) == 64, "gaspi_ring_slot layout");
@@ -134,6 +153,8 @@ GASPI_CHECK_OFFSET(gaspi_segment_desc, notifications, 16);
 GASPI_CHECK_OFFSET(gaspi_segment_desc, notification_count, 24);
 GASPI_CHECK_OFFSET(gaspi_device_ctx, local, 16);
 GASPI_CHECK_OFFSET(gaspi_device_ctx, ring_producer, 40);
+GASPI_CHECK_OFFSET(gaspi_device_ctx, inline_local, 48);
+GASPI_CHECK_OFFSET(gaspi_device_ctx, inline_remote, 176);
 GASPI_CHECK_OFFSET(gaspi_ring_producer, tail_seen, 8);
 GASPI_CHECK_OFFSET(gaspi_ring_producer, poller, 16);
 GASPI_CHECK_OFFSET(gaspi_ring_header, completed, 128);
@@ -145,7 +166,7 @@ GASPI_CHECK_OFFSET(gaspi_ring_slot, size, 40);
 GASPI_CHECK_OFFSET(gaspi_ring_slot, notification_id, 48);
 GASPI_CHECK_OFFSET(gaspi_ring_slot, reserved, 56);
 
-#define GASPI_LAYOUT_FIELDS 14
+#define GASPI_LAYOUT_FIELDS 16
 
 // Writes the offsets of the shared structs' fields, in the order of
 // gaspi_gpu_kernels::LAYOUT_OFFSETS, to out[0..GASPI_LAYOUT_FIELDS].
@@ -169,6 +190,8 @@ __device__ inline void gaspi_layout_offsets(gaspi_u64* out) {
     out[11] = GASPI_OFF(s, size);
     out[12] = GASPI_OFF(s, notification_id);
     out[13] = GASPI_OFF(s, reserved);
+    out[14] = GASPI_OFF(c, inline_local);
+    out[15] = GASPI_OFF(c, inline_remote);
 #undef GASPI_OFF
 }
 
@@ -559,9 +582,14 @@ struct gaspi_write_route {
 };
 
 // Both descriptors are read whole and independently of each other (their
-// addresses come from the kernel argument alone), so the two reads overlap
-// (gaspi_desc_load): reading the remote descriptor only once the local one
-// had been checked cost a second round trip to L2 per call (issue 26).
+// addresses come from the kernel argument alone), so the two reads overlap:
+// reading the remote descriptor only once the local one had been checked
+// cost a second round trip to L2 per call (issue 26). Segments below
+// GASPI_INLINE_SEGMENTS (of ranks below GASPI_INLINE_RANKS) come from the
+// kernel argument's inline copies, in the constant bank: after a wait the
+// tables' lines are gone from the L1 (ld.global.nc's too: an acquire took
+// 554 cycles to a table read against 315 to the argument, H100), and a
+// write_notify reading them started up to 0.13 us later (decision 0053).
 __device__ inline gaspi_write_route gaspi_write_route_prepare(const gaspi_device_ctx& ctx, gaspi_u32 local_seg,
                                                               gaspi_u32 rank, gaspi_u32 remote_seg) {
     gaspi_write_route w;
@@ -571,8 +599,12 @@ __device__ inline gaspi_write_route gaspi_write_route_prepare(const gaspi_device
     w.valid = local_seg < ctx.nsegments && remote_seg < ctx.nsegments && rank < ctx.nranks && ctx.local != 0 &&
               ctx.remote != 0;
     if (w.valid) {
-        w.local = gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.local) + local_seg);
-        w.remote = gaspi_desc_load(gaspi_remote_entry(ctx, rank, remote_seg));
+        w.local = local_seg < GASPI_INLINE_SEGMENTS
+                      ? ctx.inline_local[local_seg]
+                      : gaspi_desc_load(reinterpret_cast<const gaspi_segment_desc*>(ctx.local) + local_seg);
+        w.remote = rank < GASPI_INLINE_RANKS && remote_seg < GASPI_INLINE_SEGMENTS
+                       ? ctx.inline_remote[rank * GASPI_INLINE_SEGMENTS + remote_seg]
+                       : gaspi_desc_load(gaspi_remote_entry(ctx, rank, remote_seg));
     } else {
         w.local = gaspi_segment_desc{};
         w.remote = gaspi_segment_desc{};

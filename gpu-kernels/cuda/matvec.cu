@@ -51,7 +51,7 @@ extern "C" __global__ void matvec_batch(const float* matrix, const float* in, fl
 // shared memory; block g waits for the notification of its share of the
 // next batch, computes it into work_seg and sends it with
 // gaspi_write_notify. Stops on GASPI_STOP_VALUE.
-extern "C" __global__ void matvec_persistent(gaspi_device_ctx ctx, unsigned int in_seg, unsigned int work_seg,
+extern "C" __global__ void matvec_persistent(const __grid_constant__ gaspi_device_ctx ctx, unsigned int in_seg, unsigned int work_seg,
                                              unsigned int out_rank, unsigned int out_seg, unsigned int batch_capacity) {
     __shared__ float m[MATVEC_N][MATVEC_N + 1];
     __shared__ unsigned int batch_value;
@@ -137,7 +137,7 @@ extern "C" __global__ void matvec_persistent(gaspi_device_ctx ctx, unsigned int 
 // after every block's system fence. Needs 1 + slots blocks at least and
 // slots <= 32. Returns when notification stop_id of `seg` is non-zero.
 #define MATVEC_GATE_STOP 0xffffffffu
-extern "C" __global__ void matvec_serve(gaspi_device_ctx ctx, unsigned int seg, unsigned int out_rank,
+extern "C" __global__ void matvec_serve(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int out_rank,
                                         unsigned int slots, unsigned long long slot_bytes,
                                         unsigned long long products_at, unsigned long long matrix_at,
                                         unsigned long long sync_at, unsigned int batch,

@@ -9,7 +9,7 @@
 // through the ring.
 #include "gaspi_device.cuh"
 
-extern "C" __global__ void ring_stress(gaspi_device_ctx ctx, unsigned int rank, unsigned int local_seg,
+extern "C" __global__ void ring_stress(const __grid_constant__ gaspi_device_ctx ctx, unsigned int rank, unsigned int local_seg,
                                        unsigned int seg, unsigned int per_thread, int* status) {
     const unsigned int gtid = blockIdx.x * blockDim.x + threadIdx.x;
     if (blockIdx.x == 0 && threadIdx.x < 32) {

@@ -26,7 +26,7 @@ __device__ inline void test_fail(unsigned int* status, unsigned int code, unsign
 // (test_pattern(r, i)), write word+1 into offset `out_off`, and send those
 // words with the device-side write_notify to (peer, peer_seg) offset `out_off`,
 // notification 0, value r.
-extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
+extern "C" __global__ void test_echo(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
                                      unsigned int words, unsigned int rounds, unsigned int out_off, unsigned int* status) {
     if (threadIdx.x >= 32) return;
     const unsigned int lane = threadIdx.x;
@@ -98,7 +98,7 @@ extern "C" __global__ void test_echo(gaspi_device_ctx ctx, unsigned int seg, uns
 // every thread checks that all `words` words of the segment hold r (the
 // data must be complete when the flag is seen); answer with a notification
 // of value r to (peer, peer_seg, 0) so the sender goes on.
-extern "C" __global__ void test_ordering(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
+extern "C" __global__ void test_ordering(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
                                          unsigned int words, unsigned int rounds, unsigned int* status) {
     __shared__ unsigned int value;
     const unsigned int* data = reinterpret_cast<const unsigned int*>(gaspi_segment_ptr(ctx, seg, 0));
@@ -127,7 +127,7 @@ extern "C" __global__ void test_ordering(gaspi_device_ctx ctx, unsigned int seg,
 // (peer, peer_seg) offset (t*per_thread + j)*8, with notification t set to
 // j+1. Requests go through the ring (the context forces it); thread 0 of
 // each block waits for local completion at the end.
-extern "C" __global__ void test_ring_flood(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
+extern "C" __global__ void test_ring_flood(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
                                            unsigned int per_thread, unsigned int* status) {
     const unsigned int t = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned long long* mine = reinterpret_cast<unsigned long long*>(gaspi_segment_ptr(ctx, seg, (gaspi_u64)t * 8u));
@@ -157,7 +157,7 @@ extern "C" __global__ void test_ring_flood(gaspi_device_ctx ctx, unsigned int se
 // and sends them with write_notify (notification 0, value r); the responder
 // waits for it, checks every word, answers with word + 1 (notification 1,
 // value r); the initiator checks the answer.
-extern "C" __global__ void test_gpu_pingpong(gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
                                              unsigned int words, unsigned int rounds, unsigned int out_off,
                                              unsigned int initiator, unsigned int* status) {
     if (threadIdx.x >= 32) return;

@@ -226,7 +226,7 @@ fn build_ctx(
     }
     let table = GpuMemory::alloc(0, std::mem::size_of_val(&all[..])).map_err(e("table alloc"))?;
     upload(stream, &table, &all)?;
-    let ctx = DeviceCtx {
+    let mut ctx = DeviceCtx {
         rank: 0,
         nranks: remote_rows.len() as u32,
         nsegments: local.len() as u32,
@@ -235,7 +235,9 @@ fn build_ctx(
         remote: table.device_ptr() + std::mem::size_of_val(local) as u64,
         ring: 0,
         ring_producer: 0,
+        ..DeviceCtx::default()
     };
+    ctx.fill_inline(&all);
     Ok((table, ctx))
 }
 

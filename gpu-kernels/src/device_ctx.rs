@@ -1,10 +1,14 @@
 //! The context a kernel receives: what the device-side GASPI calls need to
 //! know, as plain `#[repr(C)]` data passed to the kernel by value.
 //!
-//! The kernel argument itself is small (48 bytes) so it fits any launch;
-//! the per-segment tables it points to live in device memory, filled by the
-//! runtime when it builds the context. They are a snapshot: a segment
-//! created or a peer mapped later needs a new context (a new launch).
+//! The kernel argument (1,200 bytes) points to the per-segment tables in
+//! device memory, filled by the runtime when it builds the context, and
+//! carries copies of the first few entries inline ([`INLINE_SEGMENTS`] of
+//! [`INLINE_RANKS`] ranks): a kernel that declares it `__grid_constant__`
+//! reads those from the constant bank, which fences and acquires leave
+//! alone, so a write_notify right after a wait does not first go to L2 for
+//! its descriptors (decision 0053). Both are a snapshot: a segment created
+//! or a peer mapped later needs a new context (a new launch).
 //!
 //! `cuda/gaspi_device.cuh` declares the same structs (`gaspi_segment_desc`,
 //! `gaspi_device_ctx`) and checks their layout with `static_assert`; the
@@ -59,7 +63,15 @@ impl SegmentDesc {
     }
 }
 
-/// The kernel argument `gaspi_device_ctx`. 48 bytes, passed by value.
+/// Segment ids `0..INLINE_SEGMENTS` have their descriptors also inline in
+/// [`DeviceCtx`] (`GASPI_INLINE_SEGMENTS`).
+pub const INLINE_SEGMENTS: usize = 4;
+/// Ranks `0..INLINE_RANKS` have their first [`INLINE_SEGMENTS`] remote
+/// descriptors inline in [`DeviceCtx`] (`GASPI_INLINE_RANKS`).
+pub const INLINE_RANKS: usize = 8;
+
+/// The kernel argument `gaspi_device_ctx`. 1,200 bytes, passed by value
+/// (declared `const __grid_constant__` by the kernel).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceCtx {
@@ -89,6 +101,47 @@ pub struct DeviceCtx {
     ///
     /// [`RingProducer`]: crate::ring::RingProducer
     pub ring_producer: u64,
+    /// Copies of `local`'s entries `0..INLINE_SEGMENTS` (zero beyond
+    /// `nsegments`).
+    pub inline_local: [SegmentDesc; INLINE_SEGMENTS],
+    /// Copies of `remote`'s entries for ranks `0..INLINE_RANKS` and
+    /// segments `0..INLINE_SEGMENTS`, at `rank * INLINE_SEGMENTS +
+    /// segment` (zero where the tables have none).
+    pub inline_remote: [SegmentDesc; INLINE_RANKS * INLINE_SEGMENTS],
+}
+
+impl DeviceCtx {
+    /// Fills the inline copies from the tables as uploaded: `tables` holds
+    /// `nsegments` local descriptors, then `nranks` rows of `nsegments`
+    /// remote ones (what `local` and `remote` point to).
+    ///
+    /// ```
+    /// use gaspi_gpu_kernels::{DeviceCtx, SegmentDesc, INLINE_SEGMENTS};
+    /// let tables: Vec<SegmentDesc> = (0..3 * 5).map(|i| SegmentDesc::via_ring(i, 1)).collect();
+    /// let mut ctx = DeviceCtx { nranks: 2, nsegments: 5, ..DeviceCtx::default() };
+    /// ctx.fill_inline(&tables);
+    /// assert_eq!(ctx.inline_local[3].size, 3);
+    /// assert_eq!(ctx.inline_remote[INLINE_SEGMENTS + 2].size, 5 + 5 + 2); // rank 1, segment 2
+    /// assert_eq!(ctx.inline_remote[2 * INLINE_SEGMENTS], SegmentDesc::default()); // no rank 2
+    /// ```
+    pub fn fill_inline(&mut self, tables: &[SegmentDesc]) {
+        let nseg = self.nsegments as usize;
+        let segs = nseg.min(INLINE_SEGMENTS);
+        self.inline_local = [SegmentDesc::default(); INLINE_SEGMENTS];
+        self.inline_remote = [SegmentDesc::default(); INLINE_RANKS * INLINE_SEGMENTS];
+        for seg in 0..segs {
+            if let Some(d) = tables.get(seg) {
+                self.inline_local[seg] = *d;
+            }
+        }
+        for rank in 0..(self.nranks as usize).min(INLINE_RANKS) {
+            for seg in 0..segs {
+                if let Some(d) = tables.get((1 + rank) * nseg + seg) {
+                    self.inline_remote[rank * INLINE_SEGMENTS + seg] = *d;
+                }
+            }
+        }
+    }
 }
 
 const _: () = {
@@ -96,7 +149,9 @@ const _: () = {
     assert!(std::mem::offset_of!(SegmentDesc, size) == 8);
     assert!(std::mem::offset_of!(SegmentDesc, notifications) == 16);
     assert!(std::mem::offset_of!(SegmentDesc, notification_count) == 24);
-    assert!(std::mem::size_of::<DeviceCtx>() == 48);
+    assert!(std::mem::size_of::<DeviceCtx>() == 1200);
+    assert!(std::mem::offset_of!(DeviceCtx, inline_local) == 48);
+    assert!(std::mem::offset_of!(DeviceCtx, inline_remote) == 176);
     assert!(std::mem::offset_of!(DeviceCtx, local) == 16);
     assert!(std::mem::offset_of!(DeviceCtx, remote) == 24);
     assert!(std::mem::offset_of!(DeviceCtx, ring) == 32);

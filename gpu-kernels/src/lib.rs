@@ -48,7 +48,7 @@ pub mod device_ctx;
 pub mod ring;
 
 pub use cudarc::nvrtc::Ptx;
-pub use device_ctx::{DeviceCtx, SegmentDesc, STOP_VALUE};
+pub use device_ctx::{DeviceCtx, SegmentDesc, INLINE_RANKS, INLINE_SEGMENTS, STOP_VALUE};
 pub use ring::{Request, RequestOp, RequestRing, RingError};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
@@ -78,7 +78,7 @@ pub const TESTS_SOURCE: &str = include_str!("../cuda/tests.cu");
 /// `gaspi_layout_offsets` (in the header) reports them. NVRTC has no
 /// `offsetof`, so the device check runs `gaspi_layout_probe` and compares
 /// its output with this.
-pub const LAYOUT_OFFSETS: [u64; 14] = {
+pub const LAYOUT_OFFSETS: [u64; 16] = {
     use std::mem::offset_of;
     [
         offset_of!(SegmentDesc, size) as u64,
@@ -95,6 +95,8 @@ pub const LAYOUT_OFFSETS: [u64; 14] = {
         offset_of!(ring::RingSlot, size) as u64,
         offset_of!(ring::RingSlot, notification_id) as u64,
         offset_of!(ring::RingSlot, reserved) as u64,
+        offset_of!(DeviceCtx, inline_local) as u64,
+        offset_of!(DeviceCtx, inline_remote) as u64,
     ]
 };
 

@@ -274,7 +274,9 @@ impl Gpu {
             remote: base + (nseg * DESC) as u64,
             ring: 0,
             ring_producer: 0,
+            ..DeviceCtx::default()
         };
+        arg.fill_inline(&descs);
         let ring = if options.ring_capacity == 0 {
             None
         } else {

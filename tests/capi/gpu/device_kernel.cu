@@ -45,7 +45,7 @@ static void fill(unsigned char* p, size_t n, uint64_t seed) {
 }
 
 // status[0]: rounds answered; status[1]: 0, or the device call's error code.
-__global__ void answer(gaspi_device_ctx ctx, unsigned int* status) {
+__global__ void answer(const __grid_constant__ gaspi_device_ctx ctx, unsigned int* status) {
   __shared__ int id_s;
   __shared__ unsigned int value_s;
   const unsigned int t = threadIdx.x;
