@@ -935,7 +935,7 @@ fn notify_order(rounds: u32, batch: u32) -> Res {
     let value_of = |round: u32, i: u32| {
         let last = i == batch - 1;
         match (round + i) % 3 {
-            _ if last && round % 2 == 0 => 1 + round % 255,
+            _ if last && round.is_multiple_of(2) => 1 + round % 255,
             _ if last => 256 + round,
             0 => 1 + (round * 7 + i) % 255,
             1 => 256 + round * batch + i,
@@ -944,7 +944,7 @@ fn notify_order(rounds: u32, batch: u32) -> Res {
     };
     let stamp = |from: u32, round: u32, i: u32, k: u32| (from << 24) ^ (round << 12) ^ (i << 4) ^ k;
     for round in 1..=rounds {
-        let by_barrier = round % 4 == 0;
+        let by_barrier = round.is_multiple_of(4);
         let sent = if by_barrier { batch - 1 } else { batch };
         for i in 0..sent {
             let (id, value) = (id_of(i), value_of(round, i));
