@@ -102,11 +102,13 @@ pub struct DeviceCtx {
     /// [`RingProducer`]: crate::ring::RingProducer
     pub ring_producer: u64,
     /// Copies of `local`'s entries `0..INLINE_SEGMENTS` (zero beyond
-    /// `nsegments`).
+    /// `nsegments`: the device's write calls refuse such an id by its zero
+    /// entry, without comparing it with `nsegments`).
     pub inline_local: [SegmentDesc; INLINE_SEGMENTS],
     /// Copies of `remote`'s entries for ranks `0..INLINE_RANKS` and
     /// segments `0..INLINE_SEGMENTS`, at `rank * INLINE_SEGMENTS +
-    /// segment` (zero where the tables have none).
+    /// segment` (zero where the tables have none, which likewise refuses
+    /// a rank beyond `nranks`).
     pub inline_remote: [SegmentDesc; INLINE_RANKS * INLINE_SEGMENTS],
 }
 
