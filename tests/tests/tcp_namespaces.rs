@@ -30,6 +30,14 @@ fn across(hosts: &NetNamespaces, per_host: u32, program: &Path, args: &[&str]) -
         per_host - 1,
         n - per_host
     );
+    // Every rank that failed, not only the first: the one that failed
+    // first is rarely the one that says why.
+    let failed: Vec<String> = outs
+        .iter()
+        .filter(|o| o.code != 0)
+        .map(|o| o.dump())
+        .collect();
+    assert!(failed.is_empty(), "ranks failed:\n{}", failed.join("\n"));
     for o in &outs {
         o.assert_success();
         assert!(
