@@ -278,13 +278,13 @@ __device__ __forceinline__ const gaspi_segment_desc* gaspi_local_segment(const g
     return d->notification_count == 0 ? nullptr : d;
 }
 
-// Segment `seg` of `rank`, or null when unknown.
 // Where segment `seg` of `rank` sits in the remote table (unchecked).
 __device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_entry(const gaspi_device_ctx& ctx, gaspi_u32 rank,
                                                                        gaspi_u32 seg) {
     return reinterpret_cast<const gaspi_segment_desc*>(ctx.remote) + (gaspi_u64)rank * ctx.nsegments + seg;
 }
 
+// Segment `seg` of `rank`, or null when unknown.
 __device__ __forceinline__ const gaspi_segment_desc* gaspi_remote_segment(const gaspi_device_ctx& ctx, gaspi_u32 rank, gaspi_u32 seg) {
     if (rank >= ctx.nranks || seg >= ctx.nsegments || ctx.remote == 0) return nullptr;
     const gaspi_segment_desc* d = gaspi_remote_entry(ctx, rank, seg);
