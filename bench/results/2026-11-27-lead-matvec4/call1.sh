@@ -1,0 +1,40 @@
+#!/bin/bash
+# Lead, issue 26 point 3, call 1 (diagnosis of the 4-GPU matvec): host
+# memory bandwidth, PCIe both ways at once, then matvec variants
+# alternating (main; products not checked; check by reciprocals; bytes in
+# flight capped at 48 / 24 MiB per GPU), 2 launches each.
+D=$(cd "$(dirname "$0")" && pwd); cd "$D"
+NV=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so* 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH="$NV:${LD_LIBRARY_PATH:-}"
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; lscpu; nvidia-smi topo -m; free -g; cat /proc/cpuinfo | grep -m1 flags; } > "$OUT/env.txt" 2>&1
+t0=$(date +%s)
+gcc -O3 -march=native -pthread membw.c -o membw && nvcc -O3 -o pcie pcie.cu -lpthread 2>&1 | tail -3
+{ for t in 8 16 32 64; do for m in 0 1 2; do ./membw $t $m; done; done; ./pcie; } > "$OUT/probes.txt" 2>&1
+cat "$OUT/probes.txt"
+echo "probes took $(( $(date +%s) - t0 )) s"
+for rep in 1 2; do
+  for v in main nocheck recip if48 if24; do
+    cmd=./matvec-diag; envs="X=1"
+    case $v in
+      main) cmd=./matvec;;
+      nocheck) envs="MATVEC_NOCHECK=1";;
+      recip) envs="MATVEC_RECIP=1";;
+      if48) envs="MATVEC_INFLIGHT_MB=48";;
+      if24) envs="MATVEC_INFLIGHT_MB=24";;
+    esac
+    echo "# rep=$rep variant=$v"
+    env $envs timeout 120 $cmd --json --gpus 0 --repeat 1 --seconds 1 --batch 7680,15360 2>&1 | grep -E '^\{|rror|panic'
+  done
+done > "$OUT/matvec-ab.txt"
+echo "all took $(( $(date +%s) - t0 )) s"
+python3 - "$OUT/matvec-ab.txt" <<'PY'
+import json, sys, collections, statistics as st
+d = collections.defaultdict(list); v = None
+for line in open(sys.argv[1]):
+    if line.startswith('# '): v = line.split('variant=')[1].strip(); continue
+    try: r = json.loads(line)
+    except ValueError: print(line.strip()[:200]); continue
+    if r.get('mode') == 'gpu-multi': d[(v, r['gpus'], r['batch'])].append(r['mvecs_per_s'])
+    elif r.get('mode') == 'ceiling-multi': d[(v, r['gpus'], 'ceil')].append(r['mvecs_per_s'])
+for k in sorted(d, key=str): print(k, [round(x, 1) for x in d[k]], 'median', round(st.median(d[k]), 1))
+PY
