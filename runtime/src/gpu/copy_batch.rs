@@ -6,11 +6,12 @@
 //!
 //! Each `cuMemcpyAsync` between two GPUs pays a fixed cost of about 2.7 us
 //! on the copy engine (H100 pair, NVLink); copies handed over in one
-//! `cuMemcpyBatchAsync` pay about 2.0 us each (1 MiB: 4.7 instead of 5.5 us
-//! a copy; 0.81 -> 0.97-1.13 of NVSHMEM's host-synchronised bandwidth at
-//! 1 MiB, decision 0054). So a write between GPU memories posted while the
-//! queue's stream still runs earlier work of the queue (`cuStreamQuery`)
-//! joins the queue's batch instead of being enqueued at once: in stream
+//! `cuMemcpyBatchAsync` pay about 1.9 us each (1 MiB: 4.6 instead of 5.5 us
+//! a copy; 0.79 -> 1.05 of NVSHMEM's host-synchronised bandwidth at 1 MiB,
+//! decision 0054). So a write from one GPU's memory into another
+//! GPU's posted while the queue's stream still runs earlier work of the
+//! queue (`cuStreamQuery`) joins the queue's batch instead of being
+//! enqueued at once: in stream
 //! order it could not have started before that work ends anyway. The batch
 //! goes to the stream as one `cuMemcpyBatchAsync` at the same points as
 //! the kernel's (before a notification, a copy that is not gathered, a
@@ -23,8 +24,11 @@
 //! in any order, as GASPI allows for the writes of a queue before its next
 //! notification. The batch runs on the copy engines like any copy: no
 //! multiprocessor is needed, so a kernel holding all of them cannot stop
-//! it (checked by the GPU test `gpu-gpu-sms-held`). `GASPI_GPU_ENGINE_BATCH=0`
-//! turns it off. A driver that refuses the batch gets the copies one by one.
+//! it (checked by the GPU test `gpu-gpu-sms-held`). Writes within one GPU
+//! are not gathered: not measured, and there a plain copy between two
+//! processes' memories already waits for such a kernel (same test, one
+//! GPU). `GASPI_GPU_ENGINE_BATCH=0` turns it off. A driver that refuses
+//! the batch gets the copies one by one.
 //!
 //! # The copy kernel (opt-in)
 //!

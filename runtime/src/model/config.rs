@@ -20,7 +20,7 @@ pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
 /// The largest write between GPU memories gathered into one copy kernel
 /// by default ([`Config::gpu_batch_max`]): 8 MiB.
 pub const DEFAULT_GPU_BATCH_MAX: u64 = 8 << 20;
-/// The most bytes of writes between GPU memories held back behind a busy
+/// The most bytes of writes between two GPUs held back behind a busy
 /// queue stream for one `cuMemcpyBatchAsync`, by default
 /// ([`Config::gpu_engine_batch`]): 16 MiB.
 pub const DEFAULT_GPU_ENGINE_BATCH: u64 = 16 << 20;
@@ -142,14 +142,15 @@ pub struct Config {
     /// 8 MiB: from 16 MiB the copy engine is as fast). Below 4 GiB, and
     /// not below `gpu_batch_min` while gathering is on.
     pub gpu_batch_max: u64,
-    /// Writes between GPU memories posted while their queue's stream is
-    /// still busy with earlier work are gathered and handed to the copy
-    /// engine as one `cuMemcpyBatchAsync` at the queue's next
-    /// notification, read or `wait`, or once this many bytes are gathered
-    /// (`runtime/src/gpu/copy_batch.rs`, decision 0054). No multiprocessor
-    /// is needed, so it is on by default (16 MiB) while the copy kernel
-    /// ([`Config::gpu_batch_min`]) is off. `GASPI_GPU_ENGINE_BATCH`
-    /// (bytes); 0 turns it off: every write its own `cuMemcpyAsync`.
+    /// Writes from one GPU's memory into another GPU's posted while their
+    /// queue's stream is still busy with earlier work are gathered and
+    /// handed to the copy engine as one `cuMemcpyBatchAsync` at the
+    /// queue's next notification, read or `wait`, or once this many bytes
+    /// are gathered (`runtime/src/gpu/copy_batch.rs`, decision 0054). No
+    /// multiprocessor is needed, so it is on by default (16 MiB) while the
+    /// copy kernel ([`Config::gpu_batch_min`]) is off.
+    /// `GASPI_GPU_ENGINE_BATCH` (bytes); 0 turns it off: every write its
+    /// own `cuMemcpyAsync`.
     pub gpu_engine_batch: u64,
     /// How peers are reached (`GASPI_TRANSPORT=auto|tcp`): `Auto` takes
     /// shared memory for ranks on this host and TCP for the others; `Tcp`
