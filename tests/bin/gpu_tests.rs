@@ -38,6 +38,12 @@
 //! - `full-ring`: 102,400 device-side `write_notify`s forced through a
 //!   32-slot request ring (full nearly all the time): every payload and
 //!   the last notification of each thread arrive, none lost or doubled.
+//! - `gpu-gpu-sms-held` (two GPUs): while a kernel holds every thread slot
+//!   of the writer's GPU, a window of 8 `write`s of 1 MiB into the other
+//!   GPU's segment (all but the first gathered for the copy engine's
+//!   batch, decision 0054) and a `notify` arrive, checked; with the copy
+//!   kernel (`GASPI_GPU_BATCH_MIN=65536`) nothing arrives. SKIP on one GPU,
+//!   where a plain copy between two processes' memories waits too.
 //! - `no-driver`: a GPU segment, bound GPU memory (`segment_bind_gpu`) or
 //!   device context on a host without CUDA fails with `Error::Gpu(NoDriver)`
 //!   and creates nothing; with CUDA, an unknown device fails with
@@ -58,7 +64,7 @@ use std::time::{Duration, Instant};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const SKIP_CODE: i32 = 77;
-const CASES: [&str; 13] = [
+const CASES: [&str; 14] = [
     "no-driver",
     "host-gpu",
     "host-gpu-writer-copies",
@@ -67,6 +73,7 @@ const CASES: [&str; 13] = [
     "gpu-gpu",
     "gpu-gpu-device-words",
     "gpu-gpu-gdrcopy",
+    "gpu-gpu-sms-held",
     "kernel-echo",
     "kernel-gpu-gpu",
     "kernel-gpu-gpu-device-words",
@@ -190,6 +197,20 @@ fn run_case(name: &str) -> Res {
         "kernel-gpu-gpu" | "kernel-gpu-gpu-device-words" => {
             let n = gpus()?;
             kernel_gpu_gpu(n, placement(name))
+        }
+        "gpu-gpu-sms-held" => {
+            let n = gpus()?;
+            if n < 2 {
+                // Measured (bench/results/2026-11-27-gpubw, call 4): on one
+                // GPU, a plain copy between two processes' memories waits
+                // too while a kernel holds every thread slot, and writes
+                // within one GPU are never batched (decision 0054).
+                return Err(skip(
+                    "one GPU: a copy between two processes' memories of one GPU waits for \
+                     the kernel with or without the batch, which gathers only between GPUs",
+                ));
+            }
+            sms_held(n)
         }
         "kernel-echo" => {
             gpus()?;
@@ -542,6 +563,134 @@ fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
         "OK rank {me} (GPU {device}, notifications {placement}): {rounds} kernel-to-kernel round trips of 256 to {} bytes checked ({:.2} us each, launch included)",
         WORDS * 4,
         secs * 1e6 / rounds as f64
+    );
+    Ok(())
+}
+
+/// Every block's thread 0 counts itself in `started`, then polls the
+/// host-mapped `flag` until the host sets it; the block's other threads
+/// wait at the barrier meanwhile, holding their slots.
+const HOG_SOURCE: &str = r#"
+extern "C" __global__ void gaspi_test_hog(volatile unsigned int* flag, unsigned int* started) {
+    if (threadIdx.x == 0) {
+        atomicAdd(started, 1u);
+        __threadfence_system();
+        while (*flag == 0) { __nanosleep(1000); }
+    }
+    __syncthreads();
+}
+"#;
+
+/// Rank 0 fills every thread slot of its GPU with a kernel that waits for
+/// the host, then writes a window to rank 1's GPU segment and notifies;
+/// rank 1 checks the data and answers (1: arrived and right, 2: nothing
+/// within 20 s, 3: wrong data). Only then does rank 0 release the kernel.
+fn sms_held(n: u32) -> Res {
+    const SIZE: u64 = 1 << 20;
+    const WINDOW: u64 = 8;
+    let g = start(2)?;
+    let me = g.rank().0;
+    let device = me % n;
+    let seg = g.segment_create(
+        SEG,
+        SIZE * WINDOW,
+        Memory::Gpu(device),
+        Group::ALL,
+        Timeout::Block,
+    )?;
+    let data = random_bytes(0x5ed, (SIZE * WINDOW) as usize);
+    if me == 1 {
+        // The notification comes after the window in the writer's stream
+        // order: its arrival says the copies ran while the kernel held
+        // the writer's GPU. The data is checked once the kernel has ended
+        // (on one GPU a copy out of it may wait for its time slice).
+        let verdict = match g.notify_waitsome(SEG, NotifyId(1), 1, Timeout::Ms(20_000)) {
+            Ok(id) => {
+                g.notify_reset(SEG, id)?;
+                1
+            }
+            Err(e) if e.is_timeout() => 2,
+            Err(e) => return Err(e.into()),
+        };
+        g.notify(Rank(0), SEG, NotifyId(2), verdict, Q)?;
+        g.wait(Q, WAIT)?;
+        g.barrier(Group::ALL, WAIT)?;
+        let got: Vec<u8> = seg.read_vec(0, data.len())?;
+        g.term()?;
+        if verdict != 1 {
+            return Err(
+                "rank 1: nothing arrived within 20 s while rank 0's kernel held its GPU".into(),
+            );
+        }
+        if got != data {
+            let first = got.iter().zip(&data).position(|(a, b)| a != b);
+            return Err(format!("rank 1: the window differs first at byte {first:?}").into());
+        }
+        println!("OK rank 1 (GPU {device}): {WINDOW} x {SIZE} bytes arrived while rank 0's kernel held its GPU, checked");
+        return Ok(());
+    }
+    seg.write(0, &data)?;
+    let ctx = gaspi::cuda::GpuContext::new(device)?;
+    let cuda = ctx.cuda();
+    let module = gaspi::kernels::compile_and_load(cuda, HOG_SOURCE, "hog.cu")?;
+    let f = gaspi::kernels::function(&module, "gaspi_test_hog")?;
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let sms = cuda.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+    let per_sm = cuda.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)? as u32;
+    let blocks = sms * (per_sm / 1024).max(1);
+    let words = PinnedHostMemory::alloc(device, 4096)?;
+    let w = words.as_atomic_u32s();
+    let (flag, started) = (words.device_ptr(), words.device_ptr() + 4);
+    let stream = cuda.new_stream()?;
+    // SAFETY: gaspi_test_hog(unsigned*, unsigned*) takes the two mapped
+    // words, which outlive it (released and synchronised below).
+    unsafe {
+        stream
+            .launch_builder(&f)
+            .arg(&flag)
+            .arg(&started)
+            .launch(LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (1024, 1, 1),
+                shared_mem_bytes: 0,
+            })?
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while w[1].load(Ordering::Acquire) < blocks && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let resident = w[1].load(Ordering::Acquire);
+    // Without every block resident the check would prove nothing: then
+    // nothing is posted and rank 1 answers 2 after its 20 s.
+    let posted = (|| -> Res {
+        if resident == blocks {
+            for i in 0..WINDOW {
+                g.write(SEG, i * SIZE, Rank(1), SEG, i * SIZE, SIZE, Q)?;
+            }
+            g.notify(Rank(1), SEG, NotifyId(1), 1, Q)?;
+        }
+        Ok(())
+    })();
+    let answer = g.notify_waitsome(SEG, NotifyId(2), 1, Timeout::Ms(40_000));
+    w[0].store(1, Ordering::Release);
+    stream.synchronize()?;
+    posted?;
+    let verdict = g.notify_reset(SEG, answer?)?;
+    g.wait(Q, WAIT)?;
+    g.barrier(Group::ALL, WAIT)?;
+    g.term()?;
+    if resident != blocks {
+        return Err(
+            format!("only {resident} of {blocks} blocks of 1024 threads became resident").into(),
+        );
+    }
+    if verdict != 1 {
+        return Err(
+            "rank 1 saw nothing within 20 s while the kernel held every thread slot".into(),
+        );
+    }
+    println!(
+        "OK rank 0 (GPU {device}): {blocks} blocks of 1024 threads held every thread slot while the window went out"
     );
     Ok(())
 }

@@ -103,12 +103,35 @@ impl Gpu {
                         let join = !batch.is_empty() || (notify.is_none() && qs.pending());
                         if join {
                             batch.push(dst, src, len);
-                            if batch.full() || notify.is_some() {
+                            if batch.full(u64::MAX) || notify.is_some() {
                                 batch.launch(stream)?;
                             }
                         }
                         join
                     };
+                // Without the kernel, a write from one GPU's memory into
+                // another GPU's posted while the stream still runs earlier
+                // work of the queue joins the copy engine's batch: it could
+                // not start before that work ends anyway (see copy_batch).
+                let engine_max = self.base.config.gpu_engine_batch;
+                let batched = batched
+                    || (engine_max > 0
+                        && self.base.config.gpu_batch_min == 0
+                        && local.device().is_some()
+                        && view.device.is_some()
+                        && local.device() != view.device
+                        && {
+                            let mut batch = qs.batch.lock().unwrap_or_else(|p| p.into_inner());
+                            let join = !batch.is_empty()
+                                || (notify.is_none() && qs.pending() && !gpu::is_idle(stream)?);
+                            if join {
+                                batch.push_engine(dst, src, len);
+                                if batch.full(engine_max) || notify.is_some() {
+                                    batch.launch(stream)?;
+                                }
+                            }
+                            join
+                        });
                 if !batched {
                     flush_batch(qs, stream)?;
                     // SAFETY: as just said.

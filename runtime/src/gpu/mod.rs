@@ -9,9 +9,10 @@
 //! first use on the rank's home device) and returns; a notification that
 //! follows is a `cuStreamWriteValue32` on the same stream, so the stream's
 //! order is GASPI's "data first, then the flag". `wait(queue)` synchronises
-//! the stream: local completion. Writes between GPU memories posted behind
-//! other GPU work of the queue are gathered and copied by one kernel launch
-//! (see `copy_batch.rs`, decision 0046). Once a queue has GPU work in flight, every
+//! the stream: local completion. Writes between GPU memories posted while
+//! the stream still runs earlier work are gathered and handed to the copy
+//! engine as one batch (or, opt-in, copied by one kernel launch; see
+//! `copy_batch.rs`, decisions 0054 and 0046). Once a queue has GPU work in flight, every
 //! later notification on it takes the stream too, so a plain CPU store can
 //! never overtake a copy still in flight. Reads are synchronous (the data is
 //! in place when `read` returns): simpler, and a read's latency is that of

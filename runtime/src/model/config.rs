@@ -20,6 +20,10 @@ pub const DEFAULT_COPY_ASSIST_MIN: u64 = 128 << 10;
 /// The largest write between GPU memories gathered into one copy kernel
 /// by default ([`Config::gpu_batch_max`]): 8 MiB.
 pub const DEFAULT_GPU_BATCH_MAX: u64 = 8 << 20;
+/// The most bytes of writes between two GPUs held back behind a busy
+/// queue stream for one `cuMemcpyBatchAsync`, by default
+/// ([`Config::gpu_engine_batch`]): 16 MiB.
+pub const DEFAULT_GPU_ENGINE_BATCH: u64 = 16 << 20;
 
 /// Most elements of an allreduce by default (GPI-2's default
 /// `allreduce_elem_max`; see [`crate::Config::allreduce_elem_max`]).
@@ -138,6 +142,16 @@ pub struct Config {
     /// 8 MiB: from 16 MiB the copy engine is as fast). Below 4 GiB, and
     /// not below `gpu_batch_min` while gathering is on.
     pub gpu_batch_max: u64,
+    /// Writes from one GPU's memory into another GPU's posted while their
+    /// queue's stream is still busy with earlier work are gathered and
+    /// handed to the copy engine as one `cuMemcpyBatchAsync` at the
+    /// queue's next notification, read or `wait`, or once this many bytes
+    /// are gathered (`runtime/src/gpu/copy_batch.rs`, decision 0054). No
+    /// multiprocessor is needed, so it is on by default (16 MiB) while the
+    /// copy kernel ([`Config::gpu_batch_min`]) is off.
+    /// `GASPI_GPU_ENGINE_BATCH` (bytes); 0 turns it off: every write its
+    /// own `cuMemcpyAsync`.
+    pub gpu_engine_batch: u64,
     /// How peers are reached (`GASPI_TRANSPORT=auto|tcp`): `Auto` takes
     /// shared memory for ranks on this host and TCP for the others; `Tcp`
     /// takes TCP for every other rank, even on this host (to test or
@@ -313,6 +327,7 @@ impl Default for Config {
             copy_assist_min: None,
             gpu_batch_min: 0,
             gpu_batch_max: DEFAULT_GPU_BATCH_MAX,
+            gpu_engine_batch: DEFAULT_GPU_ENGINE_BATCH,
             transport: TransportChoice::Auto,
             net_device: None,
             net_gid_index: None,
@@ -412,6 +427,9 @@ impl Config {
         if let Some(v) = env_u64("GASPI_GPU_BATCH_MAX")? {
             c.gpu_batch_max = v;
         }
+        if let Some(v) = env_u64("GASPI_GPU_ENGINE_BATCH")? {
+            c.gpu_engine_batch = v;
+        }
         if let Some(v) = env_u64("GASPI_PEER_TIMEOUT_MS")? {
             c.peer_timeout = Duration::from_millis(v);
         }
@@ -475,6 +493,14 @@ impl Config {
     pub fn gpu_batch(mut self, min: u64, max: u64) -> Self {
         self.gpu_batch_min = min;
         self.gpu_batch_max = max;
+        self
+    }
+
+    /// Sets how many bytes of writes between GPU memories may be gathered
+    /// behind a busy queue stream for one copy-engine batch (see
+    /// [`Config::gpu_engine_batch`]; 0 turns it off).
+    pub fn gpu_engine_batch(mut self, bytes: u64) -> Self {
+        self.gpu_engine_batch = bytes;
         self
     }
 
@@ -713,6 +739,7 @@ mod tests {
     fn gpu_batch_range_is_checked() {
         let c = Config::default();
         assert_eq!((c.gpu_batch_min, c.gpu_batch_max), (0, 8 << 20));
+        assert_eq!(c.gpu_engine_batch, 16 << 20);
         assert!(c.validate().is_ok());
         assert!(Config::default()
             .gpu_batch(65536, 8 << 20)

@@ -154,6 +154,61 @@ pub unsafe fn copy_unified(
         .map_err(GpuError::cuda("cuMemcpyAsync"))
 }
 
+/// Enqueues `copies` ((destination, source, bytes) in the unified address
+/// space, as [`copy_unified`] takes them) as one `cuMemcpyBatchAsync`: the
+/// batch runs in stream order after earlier work, and later work after all
+/// of it; within the batch the driver may run the copies in any order or
+/// at once, so no two may overlap where one writes. Each source is read in
+/// stream order. The driver carries them on its copy engines, as
+/// `cuMemcpyAsync`, for one submission instead of one per copy.
+///
+/// # Safety
+/// As [`copy_unified`] for every copy; no destination may overlap another
+/// copy's source or destination.
+pub unsafe fn copy_unified_batch(
+    stream: &GpuStream,
+    copies: &[(DevicePtr, DevicePtr, usize)],
+) -> Result<(), GpuError> {
+    if copies.is_empty() {
+        return Ok(());
+    }
+    stream.ctx.bind()?;
+    let mut dsts: Vec<DevicePtr> = copies.iter().map(|c| c.0).collect();
+    let mut srcs: Vec<DevicePtr> = copies.iter().map(|c| c.1).collect();
+    let mut sizes: Vec<usize> = copies.iter().map(|c| c.2).collect();
+    let mut attrs = sys::CUmemcpyAttributes {
+        srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+        // The location hints apply to managed and system memory only.
+        srcLocHint: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_INVALID,
+            id: 0,
+        },
+        dstLocHint: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_INVALID,
+            id: 0,
+        },
+        flags: 0,
+    };
+    let mut first = 0usize;
+    // SAFETY: three arrays of `copies.len()` entries and one attribute set
+    // applying from copy 0, all alive for the call (the driver copies the
+    // descriptions when it enqueues); the ranges are the caller's to keep.
+    unsafe {
+        sys::cuMemcpyBatchAsync_v2(
+            dsts.as_mut_ptr(),
+            srcs.as_mut_ptr(),
+            sizes.as_mut_ptr(),
+            copies.len(),
+            &mut attrs,
+            &mut first,
+            1,
+            stream.raw(),
+        )
+    }
+    .result()
+    .map_err(GpuError::cuda("cuMemcpyBatchAsync"))
+}
+
 /// [`copy_unified`], then waits until the stream has run it (and everything
 /// enqueued before it): the copy is complete when this returns.
 ///
