@@ -44,6 +44,19 @@ enum Cmd {
         #[arg(long)]
         heal_file: PathBuf,
     },
+    /// Four ranks, 0 and 1 on one host, 2 and 3 on another, that have not
+    /// talked across the hosts yet (control connections are made on first
+    /// use): they print `ready` and wait for `go_file`. The test cuts the
+    /// link before it writes the file and puts it back a few seconds
+    /// later, longer than one connection attempt waits and shorter than
+    /// the peer timeout. Every rank then runs a barrier, a segment
+    /// creation and an exchange, none with a short timeout: their first
+    /// contacts across the hosts must wait for the link, not fail; no
+    /// rank may be marked dead (figure `first_barrier_ms`).
+    FirstContact {
+        #[arg(long)]
+        go_file: PathBuf,
+    },
     /// Ranks on two hosts exchange a block, print `ready` and sit quiet,
     /// watching the state vector, until a rank is marked dead: figure
     /// `dead_rank` and `dead_at_us` (wall clock); exit once `stop_file`
@@ -100,6 +113,7 @@ fn main() {
             cut_file,
             heal_file,
         } => partition(&cut_file, &heal_file),
+        Cmd::FirstContact { go_file } => first_contact(&go_file),
         Cmd::Cut { stop_file } => cut(&stop_file),
         Cmd::Busy {
             go_file,
@@ -281,6 +295,23 @@ fn partition(cut_file: &Path, heal_file: &Path) -> Res {
     g.barrier(Group::ALL, LONG)?;
     no_dead(&g, "at the end")?;
     say(&g, "ok partition healed");
+    g.term()?;
+    Ok(())
+}
+
+fn first_contact(go_file: &Path) -> Res {
+    let g = init()?;
+    ensure!(g.size() == 4, "needs 4 ranks");
+    say(&g, "ready");
+    wait_file(go_file, &g, true)?;
+    let start = Instant::now();
+    g.barrier(Group::ALL, LONG)?;
+    figure(&g, "first_barrier_ms", start.elapsed().as_millis());
+    let seg = g.segment_create(SegId(0), 4096, Memory::Host, Group::ALL, LONG)?;
+    exchange(&g, &seg, 1)?;
+    g.barrier(Group::ALL, LONG)?;
+    no_dead(&g, "at the end")?;
+    say(&g, "ok first contact");
     g.term()?;
     Ok(())
 }

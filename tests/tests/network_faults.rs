@@ -116,6 +116,47 @@ fn a_partition_shorter_than_the_peer_timeout_after_a_quiet_spell_costs_only_time
     panic!("{name}: in three attempts the machine never let the link come back in time");
 }
 
+/// The link between two hosts down when their ranks first talk (control
+/// connections are made on first use) for 3.5 s: longer than one
+/// connection attempt waits (2 s), shorter than the peer timeout. The
+/// first contacts wait for the link and the job completes, nobody marked
+/// dead. Before the fix the attempt's timeout failed the call
+/// ("connecting to rank 2 at ...: connection timed out"); over a link
+/// losing 5% of its packets, one lost SYN exchange in a row did the same
+/// to about one job in twelve of `a_lossy_slow_link_delivers_whole_data_in_order`.
+#[test]
+fn a_link_down_at_first_contact_delays_the_connections_and_fails_nothing() {
+    let name = "a_link_down_at_first_contact_delays_the_connections_and_fails_nothing";
+    let hosts = match NetNamespaces::create(2) {
+        Ok(h) => h,
+        Err(why) => return skip(name, &why),
+    };
+    let dir = TempDir::new("first-contact");
+    let go_file = dir.path().join("go");
+    let cmds = commands_on_hosts(
+        &hosts,
+        &[0, 0, 1, 1],
+        &bin(),
+        &["first-contact", "--go-file", &go_file.to_string_lossy()],
+        &[("GASPI_PEER_TIMEOUT_MS", "30000")],
+    );
+    let mut ranks = start(cmds, &fresh_tag());
+    for r in ranks.iter_mut() {
+        r.wait_for_lines("ready", 1, Duration::from_secs(60));
+    }
+    hosts.cut(1);
+    std::fs::write(&go_file, b"go").expect("writing the go file");
+    std::thread::sleep(Duration::from_millis(3500));
+    hosts.heal(1);
+    let outs = finish(ranks, Duration::from_secs(90));
+    for o in &outs {
+        o.assert_success();
+        assert_eq!(o.stdout_lines_with("ok first contact"), 1, "{}", o.dump());
+    }
+    let waited = figures(&outs[0], "first_barrier_ms");
+    eprintln!("{name}: rank 0's first barrier took {waited:?} ms");
+}
+
 /// A host cut off for good, every connection quiet before the cut: each
 /// rank marks a rank of the other host dead no earlier than the peer
 /// timeout after the cut, and within 1.5 x of it. Before the fix: about

@@ -409,20 +409,22 @@ impl Peers {
         if let Some(c) = peer.control.get() {
             return Ok(c);
         }
-        let stream =
-            rendezvous::connect_peer(self.rank.0, &peer.endpoint, &self.job_key, deadline, || {
-                self.peer_ok(rank)
-            })
-            .map_err(|e| match e {
-                // Nobody listens there any more: the process is gone (or left
-                // in order, which the survivors' gossip tells soon after).
-                Error::Io { source, .. }
-                    if source.kind() == std::io::ErrorKind::ConnectionRefused =>
-                {
-                    self.peer_ok(rank).err().unwrap_or(Error::PeerDead { rank })
-                }
-                e => e,
-            })?;
+        let stream = rendezvous::connect_peer(
+            self.rank.0,
+            &peer.endpoint,
+            &self.job_key,
+            deadline,
+            self.peer_timeout,
+            || self.peer_ok(rank),
+        )
+        .map_err(|e| match e {
+            // Nobody listens there any more: the process is gone (or left
+            // in order, which the survivors' gossip tells soon after).
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused => {
+                self.peer_ok(rank).err().unwrap_or(Error::PeerDead { rank })
+            }
+            e => e,
+        })?;
         super::connection::watch_liveness(&stream, self.peer_timeout)?;
         let stream = Arc::new(stream);
         // The engine may have taken a connection from the peer meanwhile:
