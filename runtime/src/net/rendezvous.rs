@@ -559,8 +559,9 @@ enum Attempt {
     /// The peer closed the connection before its challenge (too many
     /// handshakes pending there).
     Closed,
-    /// Nobody answered the connection request in time, or the network
-    /// said it has no way there at the moment.
+    /// Nobody answered the connection request in time, the network said
+    /// it has no way there at the moment, or the connection brought no
+    /// challenge in time.
     Unanswered(std::io::Error),
 }
 
@@ -606,10 +607,22 @@ fn connect_peer_once(
     s.set_nodelay(true)
         .map_err(|e| Error::io("configuring a control connection", e))?;
     // The challenge: one frame, read exactly (what follows is the peer's).
+    // The peer's engine sends it as soon as it takes the connection; a
+    // connection that brought nothing within CONNECT_TRY is given up and
+    // made again, as an unanswered one (seen over a lossy link: once in
+    // about 150 jobs a connection got no challenge for a minute while a
+    // fresh one would have).
+    let connected = Instant::now();
     let mut frame = Vec::new();
     let mut need = 4usize;
     while frame.len() < need {
         alive()?;
+        if frame.is_empty() && connected.elapsed() >= CONNECT_TRY {
+            return Ok(Attempt::Unanswered(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("connected, but no challenge came within {CONNECT_TRY:?}"),
+            )));
+        }
         s.set_read_timeout(Some(left()?.min(Duration::from_millis(50))))
             .map_err(|e| Error::io("configuring a control connection", e))?;
         let mut chunk = vec![0u8; need - frame.len()];
