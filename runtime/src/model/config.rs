@@ -187,7 +187,9 @@ pub struct Config {
     /// 0018). Measured from the moment the host went silent, whatever the
     /// connection did before: death is declared no earlier than this after
     /// a cut and about 1.2 times it at most; a shorter partition costs only
-    /// timeouts (decision 0033).
+    /// timeouts (decision 0033). Connection attempts to a peer (made on
+    /// first use) that nobody answers are repeated for as long, within the
+    /// call's own timeout (decision 0056).
     pub peer_timeout: Duration,
 }
 
