@@ -101,7 +101,8 @@ struct Args {
     /// One JSON line per (mode, batch).
     #[arg(long)]
     json: bool,
-    /// Blocks of the persistent kernel (0: one per multiprocessor).
+    /// Blocks of the persistent kernel (0: one per multiprocessor; with
+    /// --gpus, 3 per slot and the dispatcher).
     #[arg(long, default_value_t = 0)]
     gpu_blocks: u32,
     /// Draw throughput against batch size, per mode, into this PNG.

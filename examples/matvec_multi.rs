@@ -147,6 +147,19 @@ pub fn run(args: &Args, gpus: u32) -> Res {
         }
     }
     gaspi.barrier(Group::ALL, Timeout::Ms(60_000))?;
+    // The persistent kernel's blocks: by default 3 per slot (and the
+    // dispatcher), not one per multiprocessor. Every block stores its
+    // products across PCIe, and those posted writes hold back the copy
+    // engine's reads of the next inputs (one H100: 44 GB/s of copies
+    // alone, 19 beside a kernel storing to host memory at 40); fewer
+    // storers at once left more room for the inputs: nvidia-h100-x4, 3
+    // launches, 4 GPUs at 7680 974 -> 1029 M vectors/s, at 15360 1058 ->
+    // 1080, 2 GPUs 550 -> 569 and 613 -> 636, one GPU the same
+    // (bench/results/2026-11-27-lead-matvec4, calls 6 and 7).
+    let blocks = match args.gpu_blocks {
+        0 => 1 + 3 * slots as u32,
+        b => b,
+    };
     // Made after the barrier: the device context's tables hold the
     // feeder's segment.
     let mut server = match &role {
@@ -154,7 +167,7 @@ pub fn run(args: &Args, gpus: u32) -> Res {
             &gaspi,
             &segments[0].1,
             layout,
-            args.gpu_blocks,
+            blocks,
             *g,
         )?),
         Role::Cpu { .. } => None,
