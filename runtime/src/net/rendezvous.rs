@@ -488,7 +488,8 @@ pub(crate) const MESH_PURPOSE: &str = MESH;
 /// listens there any more: the peer's process is gone.
 ///
 /// The peer's progress engine answers the challenge, so a stopped peer
-/// holds this until it runs again or the deadline passes. A peer whose
+/// holds this until it runs again or the deadline passes (its connection
+/// made again every [`CONNECT_TRY`] meanwhile). A peer whose
 /// engine has as many handshakes pending as it runs at once (strangers at
 /// its door) closes a newcomer before its challenge (decision 0034): that
 /// connection is tried again, after a nap that grows to 200 ms, until the
@@ -497,9 +498,9 @@ pub(crate) const MESH_PURPOSE: &str = MESH;
 /// An attempt that nobody answers (its SYN or the SYN-ACK lost on a lossy
 /// link, or a link briefly down: each try lasts at most
 /// [`CONNECT_TRY`], while the kernel resends a lost SYN only after 1 s and
-/// then 3 s) is tried again too, for up to `reach_for` (the peer timeout:
-/// a partition shorter than it is not death, decision 0033) from the first
-/// attempt; only then does its error come back. Before, one unanswered try
+/// then 3 s) is tried again too, until attempts have gone unanswered for
+/// `reach_for` in a row (the peer timeout: a partition shorter than it is
+/// not death, decision 0033); only then does its error come back. Before, one unanswered try
 /// failed the call: about one job in twelve over a link losing 5% of its
 /// packets (`a_lossy_slow_link_delivers_whole_data_in_order`).
 pub(crate) fn connect_peer(
@@ -511,22 +512,38 @@ pub(crate) fn connect_peer(
     alive: impl Fn() -> Result<()>,
 ) -> Result<TcpStream> {
     let mut nap = Duration::from_millis(5);
-    let first = Instant::now();
+    // Since when every attempt went unanswered (None: the last one reached
+    // the peer's host).
+    let mut unanswered_since: Option<Instant> = None;
     loop {
+        let attempt_at = Instant::now();
         match connect_peer_once(me, peer, key, deadline, &alive)? {
             Attempt::Connected(s) => return Ok(s),
-            Attempt::Closed => tracing::debug!(
-                "rank {} closed a connection before its challenge; trying again",
-                peer.rank
-            ),
+            Attempt::Closed => {
+                unanswered_since = None;
+                tracing::debug!(
+                    "rank {} closed a connection before its challenge; trying again",
+                    peer.rank
+                )
+            }
+            // Its host answered: the rank lives (maybe stopped or busy), so
+            // this bounds nothing but the deadline, as before.
+            Attempt::Silent => {
+                unanswered_since = None;
+                tracing::debug!(
+                    "rank {}: connected, but no challenge within {CONNECT_TRY:?}; trying again",
+                    peer.rank
+                )
+            }
             Attempt::Unanswered(e) => {
-                if first.elapsed() >= reach_for {
+                let since = *unanswered_since.get_or_insert(attempt_at);
+                if since.elapsed() >= reach_for {
                     return Err(Error::io(
                         format!(
                             "connecting to rank {} at {} (unanswered for {:?})",
                             peer.rank,
                             peer.control,
-                            first.elapsed()
+                            since.elapsed()
                         ),
                         e,
                     ));
@@ -559,10 +576,11 @@ enum Attempt {
     /// The peer closed the connection before its challenge (too many
     /// handshakes pending there).
     Closed,
-    /// Nobody answered the connection request in time, the network said
-    /// it has no way there at the moment, or the connection brought no
-    /// challenge in time.
+    /// Nobody answered the connection request in time, or the network
+    /// said it has no way there at the moment.
     Unanswered(std::io::Error),
+    /// Connected, but no challenge came within [`CONNECT_TRY`].
+    Silent,
 }
 
 /// One try of [`connect_peer`].
@@ -609,19 +627,16 @@ fn connect_peer_once(
     // The challenge: one frame, read exactly (what follows is the peer's).
     // The peer's engine sends it as soon as it takes the connection; a
     // connection that brought nothing within CONNECT_TRY is given up and
-    // made again, as an unanswered one (seen over a lossy link: once in
-    // about 150 jobs a connection got no challenge for a minute while a
-    // fresh one would have).
+    // made again (seen over a lossy link: once in about 150 jobs a
+    // connection got no challenge for a minute while a fresh one would
+    // have).
     let connected = Instant::now();
     let mut frame = Vec::new();
     let mut need = 4usize;
     while frame.len() < need {
         alive()?;
         if frame.is_empty() && connected.elapsed() >= CONNECT_TRY {
-            return Ok(Attempt::Unanswered(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("connected, but no challenge came within {CONNECT_TRY:?}"),
-            )));
+            return Ok(Attempt::Silent);
         }
         s.set_read_timeout(Some(left()?.min(Duration::from_millis(50))))
             .map_err(|e| Error::io("configuring a control connection", e))?;
