@@ -95,20 +95,11 @@ impl Gpu {
                 // queue: the first of a window (and a lone write_notify)
                 // starts on the copy engine at once, which answers sooner
                 // than a launch (see copy_batch).
+                let write = (dst, src, len);
                 let batched = copy_batch::suits(&self.base.config, len, dst, src)
                     && local.device() == Some(home)
                     && kernel_reaches(&view, home)
-                    && {
-                        let mut batch = qs.batch.lock().unwrap_or_else(|p| p.into_inner());
-                        let join = !batch.is_empty() || (notify.is_none() && qs.pending());
-                        if join {
-                            batch.push(dst, src, len);
-                            if batch.full(u64::MAX) || notify.is_some() {
-                                batch.launch(stream)?;
-                            }
-                        }
-                        join
-                    };
+                    && gather(qs, stream, notify.is_some(), None, write)?;
                 // Without the kernel, a write from one GPU's memory into
                 // another GPU's posted while the stream still runs earlier
                 // work of the queue joins the copy engine's batch: it could
@@ -120,18 +111,7 @@ impl Gpu {
                         && local.device().is_some()
                         && view.device.is_some()
                         && local.device() != view.device
-                        && {
-                            let mut batch = qs.batch.lock().unwrap_or_else(|p| p.into_inner());
-                            let join = !batch.is_empty()
-                                || (notify.is_none() && qs.pending() && !gpu::is_idle(stream)?);
-                            if join {
-                                batch.push_engine(dst, src, len);
-                                if batch.full(engine_max) || notify.is_some() {
-                                    batch.launch(stream)?;
-                                }
-                            }
-                            join
-                        });
+                        && gather(qs, stream, notify.is_some(), Some(engine_max), write)?);
                 if !batched {
                     flush_batch(qs, stream)?;
                     // SAFETY: as just said.
@@ -271,6 +251,33 @@ impl Gpu {
         }
         Ok(())
     }
+}
+
+/// Gathers `write` (destination, source, bytes) into `qs`'s batch if the
+/// batch holds writes already, or if no notification rides on it and the
+/// queue has GPU work in flight (for the copy engine's batch, `engine_max`
+/// bytes at most: work still running on `stream`); launches the batch once
+/// full or when a notification follows. True when the write was gathered.
+fn gather(
+    qs: &QueueStream,
+    stream: &GpuStream,
+    notify: bool,
+    engine_max: Option<u64>,
+    (dst, src, len): (DevicePtr, DevicePtr, usize),
+) -> Result<bool> {
+    let mut batch = qs.batch.lock().unwrap_or_else(|p| p.into_inner());
+    let join = !batch.is_empty()
+        || (!notify && qs.pending() && (engine_max.is_none() || !gpu::is_idle(stream)?));
+    if join {
+        match engine_max {
+            Some(_) => batch.push_engine(dst, src, len),
+            None => batch.push(dst, src, len),
+        }
+        if batch.full(engine_max.unwrap_or(u64::MAX)) || notify {
+            batch.launch(stream)?;
+        }
+    }
+    Ok(join)
 }
 
 /// Launches the writes `qs` gathered, if any, on its `stream`.
