@@ -279,6 +279,16 @@ impl Gaspi {
             system_notifications(config.group_max, size),
             config.effective_spin(),
         )?;
+        // Rank 0 takes the rendezvous port before it binds any port of its
+        // own: those come from the kernel's ephemeral range, where a port a
+        // launcher (or a test) just probed free for the rendezvous lies too,
+        // and the control listener once got exactly that port (CI,
+        // `strangers`: "binding the rendezvous: Address already in use").
+        let rendezvous = if rank.0 == 0 && size > 1 {
+            Some(rendezvous::rendezvous_listener(&info)?)
+        } else {
+            None
+        };
         // The network transports this rank may use to other hosts
         // (`transport/registry.rs`); each registers the system segment.
         let network = registry::open_network(&config, rank, size)?;
@@ -305,7 +315,7 @@ impl Gaspi {
         // Rank 0 and every other rank stay connected through the
         // rendezvous; every other pair connects on first use.
         let (table, star) = if size > 1 {
-            rendezvous::exchange_endpoints(&info, me, deadline)?
+            rendezvous::exchange_endpoints(&info, me, rendezvous, deadline)?
         } else {
             (vec![me], Vec::new())
         };

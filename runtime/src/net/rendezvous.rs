@@ -89,7 +89,7 @@ fn connect_until(addr: SocketAddr, deadline: Instant, what: &str) -> Result<TcpS
 }
 
 /// Rank 0's rendezvous socket: inherited from the launcher, or bound here.
-fn rendezvous_listener(info: &LaunchInfo) -> Result<TcpListener> {
+pub(crate) fn rendezvous_listener(info: &LaunchInfo) -> Result<TcpListener> {
     if let Some(fd) = info.rendezvous_fd {
         // SAFETY: the launcher opened this descriptor as a bound, listening
         // TCP socket and passed its number in GASPI_RENDEZVOUS_FD to rank 0
@@ -167,15 +167,21 @@ pub(crate) fn control_listener(info: &LaunchInfo) -> Result<TcpListener> {
 
 /// Exchanges endpoints through rank 0; returns them indexed by rank.
 /// The connections it leaves open are the control connections between
-/// rank 0 and each other rank: `(peer, stream)`, blocking.
+/// rank 0 and each other rank: `(peer, stream)`, blocking. Rank 0 passes
+/// its rendezvous listener ([`rendezvous_listener`]), bound before any
+/// port of its own.
 pub(crate) fn exchange_endpoints(
     info: &LaunchInfo,
     me: Endpoint,
+    rendezvous: Option<TcpListener>,
     deadline: Instant,
 ) -> Result<(Vec<Endpoint>, StarConnections)> {
     let n = info.size as usize;
     if info.rank == 0 {
-        let listener = rendezvous_listener(info)?;
+        let listener = match rendezvous {
+            Some(l) => l,
+            None => rendezvous_listener(info)?,
+        };
         if let Ok(a) = listener.local_addr() {
             tracing::debug!("rendezvous listening on {a}");
         }
