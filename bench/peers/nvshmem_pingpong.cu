@@ -26,26 +26,30 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
     return t;
 }
 
-// style 0: thread, 1: warp, 2: block.
-__global__ void pingpong(char* buf, uint64_t* sig, size_t size, size_t send_off, int rounds, int me,
-                         int peer, unsigned long long* times, int style) {
-    if (style == 0 && threadIdx.x != 0) return;
+// Style 0: thread, 1: warp, 2: block. A kernel of its own per style, as
+// gaspi-bench's (gpu-kernels/cuda/echo.cu): compiled into one, the
+// styles' copies would share one register allocation.
+template <int Style>
+__global__ void __launch_bounds__(Style == 2 ? 512 : 32)
+    pingpong(char* buf, uint64_t* sig, size_t size, size_t send_off, int rounds, int me, int peer,
+             unsigned long long* times) {
+    if (Style == 0 && threadIdx.x != 0) return;
     for (int r = 1; r <= rounds; ++r) {
         unsigned long long t0 = 0;
         if (me == 0) {
             t0 = globaltimer_ns();
-            if (style == 0) nvshmem_putmem_signal_nbi(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
-            else if (style == 1) nvshmemx_putmem_signal_nbi_warp(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
+            if (Style == 0) nvshmem_putmem_signal_nbi(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
+            else if (Style == 1) nvshmemx_putmem_signal_nbi_warp(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
             else nvshmemx_putmem_signal_nbi_block(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
         }
         if (threadIdx.x == 0) nvshmem_signal_wait_until(sig, NVSHMEM_CMP_GE, (uint64_t)r);
-        if (style == 1) __syncwarp();
-        if (style == 2) __syncthreads();
+        if (Style == 1) __syncwarp();
+        if (Style == 2) __syncthreads();
         if (me == 0) {
             if (threadIdx.x == 0) times[r - 1] = globaltimer_ns() - t0;
-        } else if (style == 0) {
+        } else if (Style == 0) {
             nvshmem_putmem_signal_nbi(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
-        } else if (style == 1) {
+        } else if (Style == 1) {
             nvshmemx_putmem_signal_nbi_warp(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
         } else {
             nvshmemx_putmem_signal_nbi_block(buf, buf + send_off, size, sig, r, NVSHMEM_SIGNAL_SET, peer);
@@ -102,7 +106,9 @@ int main(int argc, char** argv) {
             CUDA_CHECK(cudaMemset(sig, 0, sizeof(uint64_t)));
             CUDA_CHECK(cudaDeviceSynchronize());
             nvshmem_barrier_all();
-            pingpong<<<1, threads, 0, stream>>>(buf, sig, size, send_off, rounds, pe, peer, times, style);
+            if (style == 0) pingpong<0><<<1, threads, 0, stream>>>(buf, sig, size, send_off, rounds, pe, peer, times);
+            else if (style == 1) pingpong<1><<<1, threads, 0, stream>>>(buf, sig, size, send_off, rounds, pe, peer, times);
+            else pingpong<2><<<1, threads, 0, stream>>>(buf, sig, size, send_off, rounds, pe, peer, times);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaStreamSynchronize(stream));
             nvshmem_barrier_all();

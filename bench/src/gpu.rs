@@ -427,14 +427,54 @@ fn gpu_pair(g: &Gaspi, n: u32, max: u64) -> Res<(u32, u64)> {
     Ok((device, send_off))
 }
 
-/// The device-driven ping-pong's ways of using the device API (echo.cu,
-/// `gaspi_gpu_pingpong`'s `style`): record name, style, and the largest
-/// size it runs at (one thread copying 1 MiB takes milliseconds).
-const PINGPONG_STYLES: [(&str, u32, u64); 4] = [
-    ("device-driven", 0, u64::MAX),
-    ("device-driven-count", 2, u64::MAX),
-    ("device-driven-route", 3, u64::MAX),
-    ("device-driven-thread", 1, 64 << 10),
+/// One way the device-driven ping-pong uses the device API (echo.cu).
+struct PingpongStyle {
+    /// The record's name.
+    record: &'static str,
+    /// echo.cu's number for it.
+    style: u32,
+    /// Its kernels for one warp and for a block; `None`: one thread
+    /// (`gaspi_gpu_pingpong_thread`).
+    kernels: Option<(&'static str, &'static str)>,
+    /// The largest size it runs at (one thread copying 1 MiB takes
+    /// milliseconds).
+    up_to: u64,
+}
+
+const PINGPONG_STYLES: [PingpongStyle; 4] = [
+    PingpongStyle {
+        record: "device-driven",
+        style: 0,
+        kernels: Some((
+            "gaspi_gpu_pingpong_waitsome_warp",
+            "gaspi_gpu_pingpong_waitsome_block",
+        )),
+        up_to: u64::MAX,
+    },
+    PingpongStyle {
+        record: "device-driven-count",
+        style: 2,
+        kernels: Some((
+            "gaspi_gpu_pingpong_count_warp",
+            "gaspi_gpu_pingpong_count_block",
+        )),
+        up_to: u64::MAX,
+    },
+    PingpongStyle {
+        record: "device-driven-route",
+        style: 3,
+        kernels: Some((
+            "gaspi_gpu_pingpong_route_warp",
+            "gaspi_gpu_pingpong_route_block",
+        )),
+        up_to: u64::MAX,
+    },
+    PingpongStyle {
+        record: "device-driven-thread",
+        style: 1,
+        kernels: None,
+        up_to: 64 << 10,
+    },
 ];
 
 /// Round trips per size: `base`, fewer from 64 KiB on (256 MiB worth),
@@ -472,11 +512,16 @@ pub fn gpu_pingpong(
         let cuda = dctx.gpu_context().cuda().clone();
         let module =
             gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
-        let kernel = gaspi::kernels::function(&module, "gaspi_gpu_pingpong")?;
-        let alone = gaspi::kernels::function(&module, "gaspi_gpu_pingpong_thread")?;
+        let mut kernels = std::collections::HashMap::new();
+        for name in PINGPONG_STYLES.iter().flat_map(|p| {
+            p.kernels
+                .map_or(vec!["gaspi_gpu_pingpong_thread"], |(w, b)| vec![w, b])
+        }) {
+            kernels.insert(name, gaspi::kernels::function(&module, name)?);
+        }
         let stream = cuda.new_stream()?;
         let times = PinnedHostMemory::alloc(device, base_rounds as usize * 8)?;
-        Some((dctx, [kernel, alone], stream, times))
+        Some((dctx, kernels, stream, times))
     } else {
         None
     };
@@ -514,30 +559,41 @@ pub fn gpu_pingpong(
         g.wait(Queue(0), Timeout::Block)?;
         g.barrier(Group::ALL, Timeout::Block)?;
         let mut results = vec![("host-driven", host, String::new())];
-        for (what, style, up_to) in PINGPONG_STYLES {
+        for PingpongStyle {
+            record: what,
+            style,
+            kernels: names,
+            up_to,
+        } in PINGPONG_STYLES
+        {
             let Some((dctx, kernels, stream, times)) = &kernel_side else {
                 break;
             };
-            // Style 1 has a kernel of its own (see echo.cu).
-            let kernel = &kernels[usize::from(style == 1)];
             if size > up_to {
                 continue;
             }
             let (arg, seg, p, initiator) =
                 (dctx.kernel_arg(), SEG.0 as u32, peer.0, u32::from(me == 0));
             let times_ptr = times.device_ptr();
-            let launch = if style == 1 {
-                LaunchConfig {
-                    block_dim: (1, 1, 1),
-                    ..one_warp()
+            let (launch, name) = match names {
+                None => (
+                    LaunchConfig {
+                        block_dim: (1, 1, 1),
+                        ..one_warp()
+                    },
+                    "gaspi_gpu_pingpong_thread",
+                ),
+                Some((warp, block)) => {
+                    let launch = pingpong_launch(size);
+                    (launch, if launch.block_dim.0 > 32 { block } else { warp })
                 }
-            } else {
-                pingpong_launch(size)
             };
-            // SAFETY: gaspi_gpu_pingpong(gaspi_device_ctx, unsigned, unsigned,
-            // u64, u64, unsigned, unsigned, u64*, unsigned): the times buffer
-            // holds base_rounds >= rounds u64 and outlives the kernel
-            // (synchronised below).
+            let kernel = &kernels[name];
+            // SAFETY: every gaspi_gpu_pingpong_* kernel takes (gaspi_device_ctx,
+            // unsigned, unsigned, u64, u64, unsigned, unsigned, u64*) and is
+            // launched with at most the threads of its __launch_bounds__; the
+            // times buffer holds base_rounds >= rounds u64 and outlives the
+            // kernel (synchronised below).
             unsafe {
                 stream
                     .launch_builder(kernel)
@@ -549,7 +605,6 @@ pub fn gpu_pingpong(
                     .arg(&rounds)
                     .arg(&initiator)
                     .arg(&times_ptr)
-                    .arg(&style)
                     .launch(launch)?
             };
             stream.synchronize()?;

@@ -302,64 +302,46 @@ extern "C" __global__ void gaspi_echo_peer(const __grid_constant__ gaspi_device_
 }
 
 // GPU-to-GPU ping-pong driven by the kernels (gaspi-bench gpu-pingpong):
-// warp 0 of each side waits; one warp copies, or the whole block when the
-// kernel is launched with more than one warp (large messages). The
-// initiator sends `size` bytes from offset `send_off` of `seg` to offset 0
-// of `seg` on `peer` with notification 0, the responder answers the same
-// way with notification 1. The initiator records each round trip
-// (globaltimer ns) in times[round]. Round r's notifications carry r.
-// `style` picks how the device API is used:
-//   0: gaspi_notify_waitsome + gaspi_notify_reset, then the warp's (one
-//      warp launched) or the block's gaspi_write_notify;
-//   1: one thread does everything: gaspi_notify_wait_above (the values
-//      count up, so nothing is cleared) and gaspi_write_notify_thread
-//      (NVSHMEM's thread-level putmem_signal + signal_wait_until);
-//   2: as 0, but waiting with gaspi_notify_wait_above and no reset
-//      (NVSHMEM's warp/block-level putmem_signal + signal_wait_until);
-//   3: as 2, sending along a route prepared before the loop
-//      (gaspi_write_notify_warp_via / gaspi_write_notify_via).
-// Style 1 is a kernel of its own (gaspi_gpu_pingpong_thread, same
-// parameters): gaspi_write_notify_thread keeps 16 loads in flight, whose
-// registers would push this kernel past the 128 a block of 512 threads may
-// have each.
-extern "C" __global__ void gaspi_gpu_pingpong_thread(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
-                                                     unsigned long long size, unsigned long long send_off,
-                                                     unsigned int rounds, unsigned int initiator,
-                                                     unsigned long long* times, unsigned int style) {
+// warp 0 of each side waits; one warp copies (the *_warp kernels, launched
+// with 32 threads) or the whole block (the *_block kernels, launched with
+// up to 512: large messages). The initiator sends `size` bytes from offset
+// `send_off` of `seg` to offset 0 of `seg` on `peer` with notification 0,
+// the responder answers the same way with notification 1. The initiator
+// records each round trip (globaltimer ns) in times[round]. Round r's
+// notifications carry r. How the device API is used (`Style`):
+//   0 (gaspi_gpu_pingpong_waitsome_*): gaspi_notify_waitsome +
+//      gaspi_notify_reset, then the warp's or the block's write_notify;
+//   2 (gaspi_gpu_pingpong_count_*): as 0, but waiting with
+//      gaspi_notify_wait_above and no reset (NVSHMEM's warp/block-level
+//      putmem_signal + signal_wait_until);
+//   3 (gaspi_gpu_pingpong_route_*): as 2, sending along a route prepared
+//      before the loop (gaspi_write_notify_warp_via / gaspi_write_notify_via);
+//   1 (gaspi_gpu_pingpong_thread): one thread does everything:
+//      gaspi_notify_wait_above (the values count up, so nothing is
+//      cleared) and gaspi_write_notify_thread (NVSHMEM's thread-level
+//      putmem_signal + signal_wait_until).
+// Each (style, width) is a kernel of its own, as a user's kernel sending
+// one way would be: compiled into one kernel, the block's, the warp's and
+// the one thread's copies shared one register allocation, whose size (up
+// to 128 for 512 threads) limited how far each path could keep its loads
+// ahead (issue 26). bench/peers/nvshmem_pingpong.cu is built the same way.
+template <unsigned int Style, bool Block>
+__device__ __forceinline__ void gaspi_gpu_pingpong_body(const gaspi_device_ctx& ctx, unsigned int seg, unsigned int peer,
+                                                        unsigned long long size, unsigned long long send_off,
+                                                        unsigned int rounds, unsigned int initiator,
+                                                        unsigned long long* times) {
     const gaspi_u32 wait_id = initiator ? 1u : 0u;
     const gaspi_u32 send_id = initiator ? 0u : 1u;
-    if (style == 1u) {
-        if (threadIdx.x != 0) return;
-        for (unsigned int r = 1; r <= rounds; ++r) {
-            const gaspi_u64 t0 = gaspi_globaltimer_ns();
-            gaspi_u32 seen = 0;
-            if (initiator && gaspi_write_notify_thread(ctx, seg, send_off, peer, seg, 0, size, send_id, r) != 0) return;
-            if (gaspi_notify_wait_above(ctx, seg, wait_id, r - 1u, GASPI_BLOCK, &seen) != 0) return;
-            if (initiator) {
-                times[r - 1] = gaspi_globaltimer_ns() - t0;
-            } else if (gaspi_write_notify_thread(ctx, seg, send_off, peer, seg, 0, size, send_id, r) != 0) {
-                return;
-            }
-        }
-    }
-}
-
-extern "C" __global__ void gaspi_gpu_pingpong(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
-                                              unsigned long long size, unsigned long long send_off,
-                                              unsigned int rounds, unsigned int initiator,
-                                              unsigned long long* times, unsigned int style) {
-    const gaspi_u32 wait_id = initiator ? 1u : 0u;
-    const gaspi_u32 send_id = initiator ? 0u : 1u;
-    const bool block = blockDim.x > 32;
-    if (!block && threadIdx.x >= 32) return;
+    if (!Block && threadIdx.x >= 32) return;
     const bool waiter = threadIdx.x < 32;
-    // Style 3 prepares the route once; the others read the tables per call.
-    const gaspi_write_route route = gaspi_write_route_prepare(ctx, seg, peer, seg);
+    // Style 3 prepares the route once; the others find it on every call.
+    gaspi_write_route route;
+    if (Style == 3u) route = gaspi_write_route_prepare(ctx, seg, peer, seg);
     auto send = [&](unsigned int r) {
-        if (style == 3u) {
-            if (block) gaspi_write_notify_via(ctx, route, send_off, 0, size, send_id, r);
+        if (Style == 3u) {
+            if (Block) gaspi_write_notify_via(ctx, route, send_off, 0, size, send_id, r);
             else gaspi_write_notify_warp_via(ctx, route, send_off, 0, size, send_id, r);
-        } else if (block) {
+        } else if (Block) {
             gaspi_write_notify(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
         } else {
             gaspi_write_notify_warp(ctx, seg, send_off, peer, seg, 0, size, send_id, r);
@@ -371,7 +353,7 @@ extern "C" __global__ void gaspi_gpu_pingpong(const __grid_constant__ gaspi_devi
             t0 = gaspi_globaltimer_ns();
             send(r);
         }
-        if (style == 2u || style == 3u) {
+        if (Style == 2u || Style == 3u) {
             if (threadIdx.x == 0) {
                 gaspi_u32 seen = 0;
                 gaspi_notify_wait_above(ctx, seg, wait_id, r - 1u, GASPI_BLOCK, &seen);
@@ -382,11 +364,47 @@ extern "C" __global__ void gaspi_gpu_pingpong(const __grid_constant__ gaspi_devi
             if (threadIdx.x == 0) gaspi_notify_reset(ctx, seg, wait_id);
             __syncwarp();
         }
-        if (block) __syncthreads();
+        if (Block) __syncthreads();
         if (initiator) {
             if (threadIdx.x == 0) times[r - 1] = gaspi_globaltimer_ns() - t0;
         } else {
             send(r);
+        }
+    }
+}
+
+#define GASPI_GPU_PINGPONG_KERNEL(NAME, STYLE, BLOCK, THREADS)                                                        \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                                             \
+        NAME(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,                       \
+             unsigned long long size, unsigned long long send_off, unsigned int rounds, unsigned int initiator,       \
+             unsigned long long* times) {                                                                             \
+        gaspi_gpu_pingpong_body<STYLE, BLOCK>(ctx, seg, peer, size, send_off, rounds, initiator, times);             \
+    }
+GASPI_GPU_PINGPONG_KERNEL(gaspi_gpu_pingpong_waitsome_warp, 0u, false, 32)
+GASPI_GPU_PINGPONG_KERNEL(gaspi_gpu_pingpong_waitsome_block, 0u, true, 512)
+GASPI_GPU_PINGPONG_KERNEL(gaspi_gpu_pingpong_count_warp, 2u, false, 32)
+GASPI_GPU_PINGPONG_KERNEL(gaspi_gpu_pingpong_count_block, 2u, true, 512)
+GASPI_GPU_PINGPONG_KERNEL(gaspi_gpu_pingpong_route_warp, 3u, false, 32)
+GASPI_GPU_PINGPONG_KERNEL(gaspi_gpu_pingpong_route_block, 3u, true, 512)
+#undef GASPI_GPU_PINGPONG_KERNEL
+
+// Style 1: one thread (launched with one).
+extern "C" __global__ void __launch_bounds__(32)
+    gaspi_gpu_pingpong_thread(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                              unsigned long long size, unsigned long long send_off, unsigned int rounds,
+                              unsigned int initiator, unsigned long long* times) {
+    const gaspi_u32 wait_id = initiator ? 1u : 0u;
+    const gaspi_u32 send_id = initiator ? 0u : 1u;
+    if (threadIdx.x != 0) return;
+    for (unsigned int r = 1; r <= rounds; ++r) {
+        const gaspi_u64 t0 = gaspi_globaltimer_ns();
+        gaspi_u32 seen = 0;
+        if (initiator && gaspi_write_notify_thread(ctx, seg, send_off, peer, seg, 0, size, send_id, r) != 0) return;
+        if (gaspi_notify_wait_above(ctx, seg, wait_id, r - 1u, GASPI_BLOCK, &seen) != 0) return;
+        if (initiator) {
+            times[r - 1] = gaspi_globaltimer_ns() - t0;
+        } else if (gaspi_write_notify_thread(ctx, seg, send_off, peer, seg, 0, size, send_id, r) != 0) {
+            return;
         }
     }
 }
