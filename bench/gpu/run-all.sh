@@ -72,7 +72,7 @@ if [ -e /dev/gdrdrv ]; then
     GASPI_GPU_NOTIFICATIONS=gdrcopy bench notify-rtt
 fi
 # Ours beside NVSHMEM, on GPUs 0 and 1 (issue 26), RUNS times.
-PP_SIZES=8,64,512,4096,32768,65536,262144,1048576,4194304,16777216,67108864
+PP_SIZES=8,64,512,4096,16384,32768,65536,262144,1048576,4194304,16777216,67108864
 if [ "$ngpus" -ge 2 ]; then
     for run in $(seq "${RUNS:-1}"); do
         CUDA_VISIBLE_DEVICES=0,1 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven --sizes $PP_SIZES

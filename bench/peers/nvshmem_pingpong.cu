@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     }
     const int pe = atoi(argv[1]);
     bool quick = false;
-    std::vector<size_t> sizes = {8, 64, 512, 4096, 32768, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    std::vector<size_t> sizes = {8, 64, 512, 4096, 16384, 32768, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
     for (int i = 3; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
