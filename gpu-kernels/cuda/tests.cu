@@ -19,7 +19,8 @@ __device__ inline void test_fail(unsigned int* status, unsigned int code, unsign
     }
 }
 
-// Ping-pong with payload, one warp (also exercises gaspi_notify_wait_above
+// Ping-pong with payload, one warp (also exercises the block write_notify,
+// gaspi_notify_wait_above
 // and its relaxed form, gaspi_notify_waitsome_value and gaspi_notify_clear).
 // Round r (1..=rounds): wait for
 // notification 0 of `seg` (value r), check `words` words at offset 0
@@ -181,12 +182,24 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (lane == 0) test_fail(status, 7, 0, 0, 0);
         return;
     }
+    // The block call (thread 0 checks for the block) refuses the same and
+    // returns in every thread; launched with one warp, that is this warp.
+    if (blockDim.x == 32u &&
+        (gaspi_write_notify(ctx, seg, out_off, peer, ctx.nsegments, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
+         gaspi_write_notify(ctx, seg, out_off, ctx.nranks, seg, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
+         gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, 4, 0, 0) != GASPI_DEV_ERR_ARG)) {
+        if (lane == 0) test_fail(status, 8, 0, 0, 0);
+        return;
+    }
     for (unsigned int r = 1; r <= rounds; ++r) {
         const unsigned int nw = r % 3 == 0 ? words : (r % 3 == 1 ? (words < 64 ? words : 64) : words / 2 + 1);
         if (initiator) {
             for (unsigned int i = lane; i < nw; i += 32) out[i] = test_pattern(r, i);
             __syncwarp();
-            const int rc = gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r);
+            // Even rounds through the block call (a block of this one warp).
+            const int rc = r % 2 == 0
+                               ? gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r)
+                               : gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r);
             if (rc != GASPI_DEV_SUCCESS) {
                 if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
                 return;
