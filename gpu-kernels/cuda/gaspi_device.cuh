@@ -798,7 +798,7 @@ __device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char*
 // it and copies the rest. With a whole warp or block copying, the early
 // vectors cover 512 B or 16 B per thread; the rest's loads go out after
 // their stores, which wait for them, but by then the acquire has drained
-// (32 KiB from 512 threads: 0.2 us faster than without, issue 26).
+// (32 KiB from 512 threads: 0.05 - 0.1 us faster than without, issue 26).
 __device__ inline void gaspi_copy_after(const gaspi_early_batch& b, unsigned char* dst, const unsigned char* src,
                                         gaspi_u64 size, gaspi_u32 t, gaspi_u32 n) {
     gaspi_u64 from = 0;
@@ -990,9 +990,10 @@ __device__ inline int gaspi_write_notify_via(const gaspi_device_ctx& ctx, const 
 // shared memory behind a barrier: every thread doing it (as the *_via call
 // does, where a loop has the checks hoisted) cost each of the block's
 // warps the descriptor reads and some hundred instructions, issued 4 warps
-// to a scheduler: with 16 warps, 0.15 - 0.3 us more than a prepared route
-// from 16 KiB on (issue 26). The direct path returns after the copy's
-// barrier: every thread knows the outcome, no result to hand round.
+// to a scheduler; with 16 warps from 16 KiB on, 0.03 - 0.08 us of the 0.1 -
+// 0.18 us by which the plain call trailed a prepared route (issue 26,
+// decision 0057). The direct path returns after the copy's barrier: every
+// thread knows the outcome, no result to hand round.
 __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                          gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                          gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
