@@ -20,8 +20,8 @@ __device__ inline void test_fail(unsigned int* status, unsigned int code, unsign
 }
 
 // Ping-pong with payload, one warp (also exercises the block write_notify,
-// gaspi_notify_wait_above
-// and its relaxed form, gaspi_notify_waitsome_value and gaspi_notify_clear).
+// gaspi_notify_wait_above and its relaxed form, gaspi_notify_waitsome_value
+// and gaspi_notify_clear).
 // Round r (1..=rounds): wait for
 // notification 0 of `seg` (value r), check `words` words at offset 0
 // (test_pattern(r, i)), write word+1 into offset `out_off`, and send those
@@ -197,7 +197,7 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
             for (unsigned int i = lane; i < nw; i += 32) out[i] = test_pattern(r, i);
             __syncwarp();
             // Even rounds through the block call (a block of this one warp).
-            const int rc = r % 2 == 0
+            const int rc = r % 2 == 0 && blockDim.x == 32u
                                ? gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r)
                                : gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r);
             if (rc != GASPI_DEV_SUCCESS) {
