@@ -178,9 +178,12 @@ pub(crate) fn exchange_endpoints(
 ) -> Result<(Vec<Endpoint>, StarConnections)> {
     let n = info.size as usize;
     if info.rank == 0 {
-        let listener = match rendezvous {
-            Some(l) => l,
-            None => rendezvous_listener(info)?,
+        // Binding it here, after this rank's other ports, is what once
+        // lost the probed port to the control listener: no fallback.
+        let Some(listener) = rendezvous else {
+            return Err(Error::Protocol(
+                "rank 0 exchanges endpoints without its rendezvous listener".into(),
+            ));
         };
         if let Ok(a) = listener.local_addr() {
             tracing::debug!("rendezvous listening on {a}");
