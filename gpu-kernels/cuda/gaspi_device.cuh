@@ -16,7 +16,10 @@
 // Where a target is directly reachable (a segment of this GPU, a peer GPU's
 // segment opened with CUDA IPC, host-mapped memory) the calling threads
 // store the data themselves, fence at system scope, and one thread stores
-// the notification: data first, then the flag. Otherwise the request goes
+// the notification: data first, then the flag. The warp's and the block's
+// calls start loading the source at once, each thread its part: what other
+// threads wrote into it must be ordered before the call (__syncwarp() /
+// __syncthreads()), as for any data one thread writes and another reads. Otherwise the request goes
 // into the host-mapped request ring and the rank's CPU progress engine
 // carries it out (gpu-kernels/src/ring.rs describes the protocol).
 //
@@ -687,16 +690,20 @@ __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__
 // route's checks have all been made (see gaspi_early_batch_load): thread
 // `t` of `n` holds vectors t, t + n, ... below GASPI_EARLY_BATCH * n, and
 // thread (size / 16) % n the last size % 16 bytes in pieces of 8, 4, 2
-// and 1. `loaded`: whether it was loaded (else nothing is held).
+// and 1. `loaded`: whether it was loaded (else nothing is held). E vectors
+// a thread: GASPI_EARLY_BATCH for the warp's and the one thread's calls,
+// GASPI_BLOCK_EARLY for the block's.
 #define GASPI_EARLY_BATCH 1u
-struct gaspi_early_batch {
-    uint4 v[GASPI_EARLY_BATCH];
+template <gaspi_u32 E>
+struct gaspi_early_batch_n {
+    uint4 v[E];
     gaspi_u64 p8;
     gaspi_u32 p4;
     unsigned short p2;
     unsigned char p1;
     bool loaded;
 };
+typedef gaspi_early_batch_n<GASPI_EARLY_BATCH> gaspi_early_batch;
 
 // Loads the start of copying `size` bytes from `src` to `dst` when
 // `may_load` (the source range lies in the local segment, so the loads
@@ -704,9 +711,11 @@ struct gaspi_early_batch {
 // load waits for the acquire to drain and misses the emptied L1; issued
 // before the checks against the remote descriptor and the copy's set-up,
 // those run in its shadow instead of in front of it, and the loads that
-// follow find the acquire done. One vector per thread is enough for that:
-// 2 or 4 were no faster and take more registers (issue 26, decision 0057).
-__device__ __forceinline__ void gaspi_early_batch_load(gaspi_early_batch& b, const unsigned char* src,
+// follow find the acquire done. One vector per thread is enough for that in
+// a warp: 2 or 4 were no faster and take more registers (issue 26, decision
+// 0057); a block's call takes GASPI_BLOCK_EARLY (decision 0058).
+template <gaspi_u32 E>
+__device__ __forceinline__ void gaspi_early_batch_load(gaspi_early_batch_n<E>& b, const unsigned char* src,
                                                        const unsigned char* dst, gaspi_u64 size, gaspi_u32 t,
                                                        gaspi_u32 n, bool may_load) {
     b.loaded = may_load && ((reinterpret_cast<gaspi_u64>(dst) | reinterpret_cast<gaspi_u64>(src)) & 15u) == 0;
@@ -714,7 +723,7 @@ __device__ __forceinline__ void gaspi_early_batch_load(gaspi_early_batch& b, con
     const gaspi_u64 count = size / 16;
     const uint4* s = reinterpret_cast<const uint4*>(src);
 #pragma unroll
-    for (gaspi_u32 k = 0; k < GASPI_EARLY_BATCH; ++k) {
+    for (gaspi_u32 k = 0; k < E; ++k) {
         if (t + k * (gaspi_u64)n < count) b.v[k] = s[t + k * (gaspi_u64)n];
     }
     const gaspi_u32 rem = (gaspi_u32)(size & 15u);
@@ -795,11 +804,12 @@ __device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char*
 
 // gaspi_copy of `size` bytes whose start `b` may already be loaded
 // (gaspi_early_batch_load with the same src, dst, size, t and n): stores
-// it and copies the rest. With a whole warp or block copying, the early
-// vectors cover 512 B or 16 B per thread; the rest's loads go out after
-// their stores, which wait for them, but by then the acquire has drained
-// (32 KiB from 512 threads: 0.05 - 0.1 us faster than without, issue 26).
-__device__ inline void gaspi_copy_after(const gaspi_early_batch& b, unsigned char* dst, const unsigned char* src,
+// it and copies the rest. With a warp copying, the early vectors cover
+// 512 B; the rest's loads go out after their stores, which wait for them,
+// but by then the acquire has drained (32 KiB from 512 threads with one
+// early vector each: 0.05 - 0.1 us faster than without, issue 26).
+template <gaspi_u32 E>
+__device__ inline void gaspi_copy_after(const gaspi_early_batch_n<E>& b, unsigned char* dst, const unsigned char* src,
                                         gaspi_u64 size, gaspi_u32 t, gaspi_u32 n) {
     gaspi_u64 from = 0;
     gaspi_u64 to = size;
@@ -807,7 +817,7 @@ __device__ inline void gaspi_copy_after(const gaspi_early_batch& b, unsigned cha
         const gaspi_u64 count = size / 16;
         uint4* d = reinterpret_cast<uint4*>(dst);
 #pragma unroll
-        for (gaspi_u32 k = 0; k < GASPI_EARLY_BATCH; ++k) {
+        for (gaspi_u32 k = 0; k < E; ++k) {
             if (t + k * (gaspi_u64)n < count) d[t + k * (gaspi_u64)n] = b.v[k];
         }
         const gaspi_u32 rem = (gaspi_u32)(size & 15u);
@@ -822,7 +832,7 @@ __device__ inline void gaspi_copy_after(const gaspi_early_batch& b, unsigned cha
             if (rem & 1u) *p = b.p1;
         }
         // The vectors after the early ones (16-byte aligned still).
-        const gaspi_u64 first = GASPI_EARLY_BATCH * (gaspi_u64)n;
+        const gaspi_u64 first = E * (gaspi_u64)n;
         from = (count < first ? count : first) * 16;
         to = count * 16;
     }
@@ -910,7 +920,8 @@ __device__ inline int gaspi_write_notify_thread(const gaspi_device_ctx& ctx, gas
 
 // write_notify by a whole warp along a prepared route (all 32 lanes, same
 // arguments): the lanes copy, each fences, lane 0 stores the notification
-// or posts the request.
+// or posts the request. Every lane reads part of the source: writes to it
+// by other lanes must come before the call (__syncwarp()).
 __device__ inline int gaspi_write_notify_warp_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
                                                   gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
                                                   gaspi_u32 id, gaspi_u32 value) {
@@ -944,40 +955,62 @@ __device__ inline int gaspi_write_notify_warp(const gaspi_device_ctx& ctx, gaspi
                                        remote_off, size, id, value);
 }
 
-// write_notify by a whole block along a prepared route (all threads, same
-// arguments): the threads copy, the block synchronises, thread 0 fences
-// and stores the notification or posts the request. One fence after the
-// barrier orders every thread's copy before the notification: the barrier
-// orders the other threads' stores before thread 0's fence, and a fence at
-// system scope is cumulative (PTX memory model), the pattern NCCL and
-// NVSHMEM use to publish a block's data. A fence in every thread before
-// the barrier, as before, cost about 1 us per call with 16 warps copying
-// 32 or 64 KiB over NVLink (issue 26). When it returns the source may be
-// reused (direct path) or must be kept until gaspi_ring_quiet (ring path).
-__device__ inline int gaspi_write_notify_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
-                                             gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size, gaspi_u32 id,
-                                             gaspi_u32 value) {
+// Early vectors a thread of a block's call loads before its checks (see
+// gaspi_early_batch_load): with 512 threads, 4 cover 32 KiB, so up to there
+// the whole copy's loads are in flight before the route is checked. Against
+// one vector a thread, with the checks in thread 0 behind a barrier, the
+// plain block call took 3.04 / 3.44 / 4.16 us instead of 3.22 / 3.60 / 4.37
+// (16 / 32 / 64 KiB, half round trip between two H100s; NVSHMEM's block
+// put 3.17 / 3.66 / 4.54 in the same call), 2 vectors 3.01 / 3.54 / 4.29
+// (decision 0058). It takes 16 registers: a kernel of 512 threads, whose
+// limit is 128, may define it to 1 or 2 before the #include if it spills.
+#ifndef GASPI_BLOCK_EARLY
+#define GASPI_BLOCK_EARLY 4u
+#endif
+
+// The block's write_notify along `w` (gaspi_write_notify_via and
+// gaspi_write_notify). Every thread checks the route itself, in the shadow
+// of its early loads, so no barrier comes before the copy: thread 0
+// checking for the block and handing the route on behind a barrier (as
+// 5fa1458 did) kept every load waiting for those checks. After the copy
+// one barrier, then thread 0 fences and stores the notification: the
+// barrier orders the other threads' stores before thread 0's fence, and a
+// fence at system scope is cumulative (PTX memory model), the pattern NCCL
+// and NVSHMEM use to publish a block's data; a fence in every thread
+// before the barrier cost about 1 us per call with 16 warps copying 32 or
+// 64 KiB over NVLink (issue 26). The direct path returns after that
+// barrier (every thread knows the outcome); the ring path hands thread 0's
+// result round.
+template <gaspi_u32 E>
+__device__ inline int gaspi_write_notify_block_along(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
+                                                     gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
+                                                     gaspi_u32 id, gaspi_u32 value) {
     __shared__ int gaspi_write_notify_result;
     const gaspi_u32 t = gaspi_block_thread();
     const gaspi_u32 n = gaspi_block_threads();
     const unsigned char* src = reinterpret_cast<const unsigned char*>(w.local.data) + local_off;
     const unsigned char* dst = reinterpret_cast<const unsigned char*>(w.remote.data) + remote_off;
-    gaspi_early_batch b;
+    gaspi_early_batch_n<E> b;
     gaspi_early_batch_load(b, src, dst, size, t, n, gaspi_route_may_load(w, local_off, size));
     gaspi_route r;
     const int rc = gaspi_route_write(w, local_off, remote_off, size, id, value, &r);
     if (rc != GASPI_DEV_SUCCESS) return rc;
-    if (r.direct) gaspi_copy_after(b, r.dst, r.src, size, t, n);
+    if (r.direct) {
+        gaspi_copy_after(b, r.dst, r.src, size, t, n);
+        __syncthreads();
+        if (t == 0u) {
+            gaspi_fence_acq_rel();
+            gaspi_store_after_fence_u32(r.word, value);
+        }
+        return GASPI_DEV_SUCCESS;
+    }
+    // The progress engine reads the source: every thread's writes to it
+    // come before thread 0's fence and request.
     __syncthreads();
     if (t == 0u) {
         gaspi_fence_acq_rel();
-        if (r.direct) {
-            gaspi_store_after_fence_u32(r.word, value);
-            gaspi_write_notify_result = GASPI_DEV_SUCCESS;
-        } else {
-            gaspi_write_notify_result = gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, w.rank, w.local_seg,
-                                                        local_off, w.remote_seg, remote_off, size, id, value);
-        }
+        gaspi_write_notify_result = gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, w.rank, w.local_seg, local_off,
+                                                    w.remote_seg, remote_off, size, id, value);
     }
     __syncthreads();
     const int result = gaspi_write_notify_result;
@@ -985,54 +1018,27 @@ __device__ inline int gaspi_write_notify_via(const gaspi_device_ctx& ctx, const 
     return result;
 }
 
-// write_notify by a whole block (all threads, same arguments). Thread 0
-// alone finds the route and checks it, and hands it to the others through
-// shared memory behind a barrier: every thread doing it (as the *_via call
-// does, where a loop has the checks hoisted) cost each of the block's
-// warps the descriptor reads and some hundred instructions, issued 4 warps
-// to a scheduler; with 16 warps from 16 KiB on, 0.03 - 0.08 us of the 0.1 -
-// 0.18 us by which the plain call trailed a prepared route (issue 26,
-// decision 0057). The direct path returns after the copy's barrier: every
-// thread knows the outcome, no result to hand round.
+// write_notify by a whole block along a prepared route (all threads, same
+// arguments; gaspi_write_notify_block_along). Every thread reads part of
+// the source: writes to it by other threads of the block must come before
+// the call (__syncthreads()), as for any data one thread writes and another
+// reads; the call itself starts loading at once. When it returns the
+// source may be reused (direct path) or must be kept until
+// gaspi_ring_quiet (ring path).
+__device__ inline int gaspi_write_notify_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
+                                             gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size, gaspi_u32 id,
+                                             gaspi_u32 value) {
+    return gaspi_write_notify_block_along<GASPI_BLOCK_EARLY>(ctx, w, local_off, remote_off, size, id, value);
+}
+
+// write_notify by a whole block (all threads, same arguments; the source
+// as for gaspi_write_notify_via). Every thread finds the route itself
+// (segments 0-3 of ranks 0-7 from the kernel argument, decision 0053).
 __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                          gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                          gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
-    __shared__ gaspi_route gaspi_write_notify_route;
-    __shared__ int gaspi_write_notify_rc;
-    const gaspi_u32 t = gaspi_block_thread();
-    if (t == 0u) {
-        gaspi_route found;
-        gaspi_write_notify_rc = gaspi_route_write(gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg),
-                                                  local_off, remote_off, size, id, value, &found);
-        gaspi_write_notify_route = found;
-    }
-    __syncthreads();
-    const int rc = gaspi_write_notify_rc;
-    const gaspi_route r = gaspi_write_notify_route;
-    // Past the barrier below every thread has read the slots: only then may
-    // thread 0 fill them again (this call's ring result, or the next call).
-    if (rc != GASPI_DEV_SUCCESS) {
-        __syncthreads();
-        return rc;
-    }
-    if (r.direct) gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
-    __syncthreads();
-    if (r.direct) {
-        if (t == 0u) {
-            gaspi_fence_acq_rel();
-            gaspi_store_after_fence_u32(r.word, value);
-        }
-        return GASPI_DEV_SUCCESS;
-    }
-    if (t == 0u) {
-        gaspi_fence_acq_rel();
-        gaspi_write_notify_rc = gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, rank, local_seg, local_off,
-                                                remote_seg, remote_off, size, id, value);
-    }
-    __syncthreads();
-    const int result = gaspi_write_notify_rc;
-    __syncthreads(); // the shared slot may be reused by the next call
-    return result;
+    return gaspi_write_notify_block_along<GASPI_BLOCK_EARLY>(
+        ctx, gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg), local_off, remote_off, size, id, value);
 }
 
 #endif // GASPI_DEVICE_CUH

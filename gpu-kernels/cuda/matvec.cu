@@ -102,7 +102,8 @@ extern "C" __global__ void matvec_persistent(const __grid_constant__ gaspi_devic
                 if (v < nvec) out[v * MATVEC_N + lane] = matvec_row(m, x[u], lane);
             }
         }
-        // gaspi_write_notify synchronises the block before it copies.
+        // Every warp's products in place before the block's call, whose
+        // threads each copy a part of them (it loads at once).
         __syncthreads();
         const int rc = gaspi_write_notify(ctx, work_seg, offset, out_rank, out_seg, offset,
                                           (gaspi_u64)nvec * MATVEC_N * sizeof(float), word, total);

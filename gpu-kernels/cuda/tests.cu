@@ -182,12 +182,15 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (lane == 0) test_fail(status, 7, 0, 0, 0);
         return;
     }
-    // The block call (thread 0 checks for the block) refuses the same and
-    // returns in every thread; launched with one warp, that is this warp.
+    // The block calls (plain and along a route) refuse the same and return
+    // in every thread; launched with one warp, the block is this warp.
     if (blockDim.x == 32u &&
         (gaspi_write_notify(ctx, seg, out_off, peer, ctx.nsegments, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
          gaspi_write_notify(ctx, seg, out_off, ctx.nranks, seg, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
-         gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, 4, 0, 0) != GASPI_DEV_ERR_ARG)) {
+         gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, 4, 0, 0) != GASPI_DEV_ERR_ARG ||
+         gaspi_write_notify_via(ctx, no_seg, out_off, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
+         gaspi_write_notify_via(ctx, no_rank, out_off, 0, 4, 0, 1) != GASPI_DEV_ERR_ARG ||
+         gaspi_write_notify_via(ctx, route, out_off, 0, 4, 0, 0) != GASPI_DEV_ERR_ARG)) {
         if (lane == 0) test_fail(status, 8, 0, 0, 0);
         return;
     }
@@ -231,7 +234,10 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (__any_sync(0xffffffffu, bad)) return;
         if (!initiator) {
             __syncwarp();
-            const int rc = gaspi_write_notify_warp_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r);
+            // Even rounds through the block's call along the route.
+            const int rc = r % 2 == 0 && blockDim.x == 32u
+                               ? gaspi_write_notify_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r)
+                               : gaspi_write_notify_warp_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r);
             if (rc != GASPI_DEV_SUCCESS) {
                 if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
                 return;
