@@ -809,6 +809,7 @@ impl Gaspi {
                 Some(id) => Ok(NotifyId(id)),
                 None => Err(Error::Timeout {
                     op: "notify_waitsome",
+                    peer: None,
                 }),
             }
         })

@@ -88,6 +88,20 @@ enum Cmd {
     /// rank dies, and every survivor, connected to it or not, learns it
     /// (from rank 0) and names it.
     FirstUse,
+    /// Three ranks over TCP, connected to rank 0 alone after init. Rank 2
+    /// tells rank 0 its process id and stops itself (until rank 1
+    /// continues it, or `stop_ms` at the most); rank 0 passes the id on to
+    /// rank 1, which, once rank 2 is stopped, makes its first call to it:
+    /// a `passive_send` with `Timeout::Ms(timeout_ms)`, which must return
+    /// `Timeout` naming rank 2 (the connection made on first use gets no
+    /// challenge from a stopped engine; figure `timeout_ms`). Rank 1 then
+    /// continues rank 2 and sends again, which must arrive whole.
+    StoppedFirstUse {
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u64,
+        #[arg(long, default_value_t = 60_000)]
+        stop_ms: u64,
+    },
 }
 
 fn main() {
@@ -105,6 +119,10 @@ fn main() {
         Cmd::DeadMember { victim, linger_ms } => dead_member(victim, linger_ms),
         Cmd::Unreachable { cut_file } => unreachable(&cut_file),
         Cmd::FirstUse => first_use(),
+        Cmd::StoppedFirstUse {
+            timeout_ms,
+            stop_ms,
+        } => stopped_first_use(timeout_ms, stop_ms),
     };
     if let Err(e) = result {
         let rank = std::env::var("GASPI_RANK").unwrap_or_else(|_| "?".into());
@@ -146,6 +164,18 @@ const DONE_WORD: NotifyId = NotifyId(10);
 /// a failed test ends). First tells every other rank its process id (see
 /// [`wait_stopped`]).
 fn stop_self(g: &Gaspi, ms: u64) -> Res {
+    stop_self_after(g, ms, |pid| {
+        for r in (0..g.size()).filter(|&r| r != g.rank().0) {
+            g.notify(Rank(r), SegId(0), PID_WORD, pid, Queue(1))?;
+        }
+        g.wait(Queue(1), Timeout::Ms(60_000))?;
+        Ok(())
+    })
+}
+
+/// Stops this process (SIGSTOP) after `announce` has told others its pid,
+/// with a shell that continues it after `ms` at the most.
+fn stop_self_after(g: &Gaspi, ms: u64, announce: impl FnOnce(u32) -> Res) -> Res {
     use std::os::unix::process::CommandExt;
     let pid = std::process::id();
     let mut guard = std::process::Command::new("sh")
@@ -154,10 +184,7 @@ fn stop_self(g: &Gaspi, ms: u64) -> Res {
         .process_group(0)
         .spawn()
         .map_err(|e| format!("starting the shell that continues us: {e}"))?;
-    for r in (0..g.size()).filter(|&r| r != g.rank().0) {
-        g.notify(Rank(r), SegId(0), PID_WORD, pid, Queue(1))?;
-    }
-    g.wait(Queue(1), Timeout::Ms(60_000))?;
+    announce(pid)?;
     say(g, format!("stopping (for {ms} ms at most)"));
     // SAFETY: raise(2) has no memory-safety requirements; SIGSTOP stops the
     // whole process until a SIGCONT.
@@ -182,13 +209,19 @@ fn cont(pid: u32) {
 fn wait_stopped(g: &Gaspi) -> Res<u32> {
     let id = g.notify_waitsome(SegId(0), PID_WORD, 1, Timeout::Ms(60_000))?;
     let pid = g.notify_reset(SegId(0), id)?;
+    wait_stopped_pid(pid)?;
+    Ok(pid)
+}
+
+/// Waits until process `pid` is stopped (state `T` in `/proc/PID/stat`).
+fn wait_stopped_pid(pid: u32) -> Res {
     let start = Instant::now();
     loop {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
         // The state follows the command name in parentheses.
         let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
         if let Some(Some('T' | 't')) = state {
-            return Ok(pid);
+            return Ok(());
         }
         ensure!(
             start.elapsed() < Duration::from_secs(30),
@@ -629,5 +662,96 @@ fn star_sync(g: &Gaspi) -> Res {
         g.passive_send(SegId(0), 0, Rank(0), 1, Timeout::Ms(60_000))?;
         g.passive_receive(SegId(0), 128, Timeout::Ms(60_000))?;
     }
+    Ok(())
+}
+
+/// [`Cmd::StoppedFirstUse`].
+fn stopped_first_use(timeout_ms: u64, stop_ms: u64) -> Res {
+    let g = init()?;
+    let me = g.rank().0;
+    ensure!(g.size() == 3, "needs 3 ranks");
+    let seg = g.segment_alloc(SegId(0), 4096, Memory::Host)?;
+    let star: Vec<Rank> = if me == 0 {
+        vec![Rank(1), Rank(2)]
+    } else {
+        vec![Rank(0)]
+    };
+    ensure!(
+        g.connections() == star,
+        "after init connected to {:?}, expected {star:?} (run over TCP)",
+        g.connections()
+    );
+    let payload: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
+    match me {
+        0 => {
+            // Rank 2's pid, on to rank 1; then both ranks' ends.
+            let (from, size) = g.passive_receive(SegId(0), 128, Timeout::Ms(60_000))?;
+            ensure!(from == Rank(2) && size == 4, "{size} bytes from {from}");
+            seg.write(0, &seg.read_vec::<u8>(128, 4)?)?;
+            g.passive_send(SegId(0), 0, Rank(1), 4, Timeout::Ms(60_000))?;
+            for _ in 0..2 {
+                g.passive_receive(SegId(0), 128, Timeout::Ms(120_000))?;
+            }
+        }
+        2 => {
+            stop_self_after(&g, stop_ms, |pid| {
+                seg.write(0, &pid.to_le_bytes())?;
+                g.passive_send(SegId(0), 0, Rank(0), 4, Timeout::Ms(60_000))?;
+                Ok(())
+            })?;
+            let (from, size) = g.passive_receive(SegId(0), 128, Timeout::Ms(60_000))?;
+            ensure!(from == Rank(1), "a message from {from}");
+            ensure!(
+                seg.read_vec::<u8>(128, size as usize)? == payload,
+                "rank 1's message arrived damaged ({size} bytes)"
+            );
+            g.passive_send(SegId(0), 0, Rank(0), 1, Timeout::Ms(60_000))?;
+        }
+        _ => {
+            let (from, size) = g.passive_receive(SegId(0), 128, Timeout::Ms(60_000))?;
+            ensure!(from == Rank(0) && size == 4, "{size} bytes from {from}");
+            let pid = u32::from_le_bytes(seg.read_vec::<u8>(128, 4)?[..4].try_into()?);
+            wait_stopped_pid(pid)?;
+            seg.write(0, &payload)?;
+            let t = Instant::now();
+            let r = g.passive_send(
+                SegId(0),
+                0,
+                Rank(2),
+                payload.len() as u64,
+                Timeout::Ms(timeout_ms),
+            );
+            figure(&g, "timeout_ms", t.elapsed().as_millis());
+            match r {
+                Err(
+                    e @ Error::Timeout {
+                        peer: Some(Rank(2)),
+                        ..
+                    },
+                ) => {
+                    ensure!(
+                        e.to_string().contains("rank 2"),
+                        "the message does not name rank 2: {e}"
+                    );
+                    say(&g, format!("timed out: {e}"));
+                }
+                other => fail!("the first call to a stopped rank 2 returned {other:?}"),
+            }
+            ensure!(
+                !g.connections().contains(&Rank(2)),
+                "connected to rank 2 though it never answered"
+            );
+            cont(pid);
+            g.passive_send(
+                SegId(0),
+                0,
+                Rank(2),
+                payload.len() as u64,
+                Timeout::Ms(60_000),
+            )?;
+            g.passive_send(SegId(0), 0, Rank(0), 1, Timeout::Ms(60_000))?;
+        }
+    }
+    say(&g, "ok stopped-first-use");
     Ok(())
 }

@@ -130,3 +130,44 @@ fn a_dead_group_member_fails_every_members_collective_at_once_naming_it() {
     }
     out.assert_nothing_left(&before);
 }
+
+#[test]
+fn a_timeout_while_connecting_on_first_use_names_the_peer() {
+    let before = shm_files();
+    let out = Job::new(&fault_bin(), 3)
+        .env("GASPI_TRANSPORT", "tcp")
+        .args(&[
+            "stopped-first-use",
+            "--timeout-ms",
+            "1000",
+            "--stop-ms",
+            "60000",
+        ])
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_success();
+    // Rank 1's first call to the stopped rank 2 returned Timeout naming it
+    // (before: "timed out in connecting to a peer", no rank), the message
+    // sent after rank 2 ran again arrived whole, every rank finished.
+    assert_eq!(
+        out.stdout_lines_with("timed out in connecting to a peer (waiting for rank 2)"),
+        1,
+        "{}",
+        out.dump()
+    );
+    let waited = figures(&out, "timeout_ms");
+    assert_eq!(waited.len(), 1, "{}", out.dump());
+    assert!(
+        (1000..1000 + SLACK).contains(&waited[0].1),
+        "a passive_send with Ms(1000) returned after {} ms\n{}",
+        waited[0].1,
+        out.dump()
+    );
+    assert_eq!(
+        out.stdout_lines_with("ok stopped-first-use"),
+        3,
+        "{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}

@@ -216,7 +216,10 @@ mod tests {
 
     #[test]
     fn runtime_errors_get_gpi2s_specific_codes() {
-        let timeout = Error::Timeout { op: "wait" };
+        let timeout = Error::Timeout {
+            op: "wait",
+            peer: None,
+        };
         assert_eq!(code_of(&timeout), GASPI_TIMEOUT);
         let rank = Error::BadRank {
             rank: Rank(9),

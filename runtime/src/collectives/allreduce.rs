@@ -147,7 +147,10 @@ fn wait_word(
         let failed = base.peers.collective_failure(members, needed)?;
         Some(if all() { Ok(()) } else { Err(failed) })
     });
-    waited.unwrap_or(Err(Error::Timeout { op: "allreduce" }))
+    waited.unwrap_or(Err(Error::Timeout {
+        op: "allreduce",
+        peer: None,
+    }))
 }
 
 #[allow(clippy::too_many_arguments)]

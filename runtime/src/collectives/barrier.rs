@@ -76,7 +76,10 @@ pub(crate) fn barrier(
                 Some(Err(e)) => return Err(e),
                 None => {
                     save(base, groups, group, Some(k));
-                    return Err(Error::Timeout { op: "barrier" });
+                    return Err(Error::Timeout {
+                        op: "barrier",
+                        peer: None,
+                    });
                 }
             }
         }

@@ -115,7 +115,10 @@ impl Gaspi {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         match waited {
-            Err(Error::Timeout { .. }) => Err(Error::Timeout { op: "group_commit" }),
+            Err(Error::Timeout { .. }) => Err(Error::Timeout {
+                op: "group_commit",
+                peer: None,
+            }),
             other => {
                 // Done or failed for good: forget the hashes of this round.
                 for &m in &members {

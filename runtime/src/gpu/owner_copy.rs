@@ -255,7 +255,10 @@ impl WriterLane {
             }
             base.peers.peer_ok(owner)?;
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::Timeout { op: "wait" });
+                return Err(Error::Timeout {
+                    op: "wait",
+                    peer: None,
+                });
             }
             // The owner's GPU writes `completed`: nobody wakes us. Spin
             // briefly (copies of a few KiB take microseconds), then yield

@@ -30,10 +30,14 @@ impl std::fmt::Display for Side {
 #[non_exhaustive]
 pub enum Error {
     /// The call did not complete within its [`crate::Timeout`]; it may be repeated.
-    #[error("timed out in {op}")]
+    #[error("timed out in {op}{}", peer.map(|r| format!(" (waiting for {r})")).unwrap_or_default())]
     Timeout {
         /// the call that timed out
         op: &'static str,
+        /// the rank it was waiting for, where one alone held it up (a
+        /// connection made on first use, a read's or an atomic's answer);
+        /// `None` for waits on the local side or on many ranks
+        peer: Option<Rank>,
     },
     /// The runtime is not initialised (or was terminated).
     #[error("the GASPI runtime is not initialised")]
@@ -401,7 +405,7 @@ pub(crate) fn nap(
         None => Ok(max),
         Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
             Some(left) if !left.is_zero() => Ok(left.min(max)),
-            _ => Err(Error::Timeout { op }),
+            _ => Err(Error::Timeout { op, peer: None }),
         },
     }
 }

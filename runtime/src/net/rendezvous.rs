@@ -27,6 +27,7 @@ use super::frame::{read_frame, write_frame};
 use super::{auth, handshake};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
+use crate::model::ids::Rank;
 use gaspi_launch::LaunchInfo;
 use gaspi_segments::HostId;
 use serde::{Deserialize, Serialize};
@@ -568,6 +569,7 @@ pub(crate) fn connect_peer(
         if deadline.is_some_and(|d| Instant::now() + nap >= d) {
             return Err(Error::Timeout {
                 op: "connecting to a peer",
+                peer: Some(Rank(peer.rank)),
             });
         }
         std::thread::sleep(nap);
@@ -603,6 +605,7 @@ fn connect_peer_once(
     use std::io::{Read, Write};
     let timed_out = || Error::Timeout {
         op: "connecting to a peer",
+        peer: Some(Rank(peer.rank)),
     };
     let left = || match deadline {
         Some(d) => d

@@ -241,7 +241,10 @@ impl<K, X> Requests<K, X> {
                 last_look = true;
             }
             if until.is_some_and(|t| Instant::now() > t) {
-                return Err(Error::Timeout { op });
+                return Err(Error::Timeout {
+                    op,
+                    peer: Some(rank),
+                });
             }
             drop(done);
             progress();
