@@ -16,12 +16,13 @@
 // Where a target is directly reachable (a segment of this GPU, a peer GPU's
 // segment opened with CUDA IPC, host-mapped memory) the calling threads
 // store the data themselves, fence at system scope, and one thread stores
-// the notification: data first, then the flag. The warp's and the block's
-// calls start loading the source at once, each thread its part: what other
-// threads wrote into it must be ordered before the call (__syncwarp() /
-// __syncthreads()), as for any data one thread writes and another reads. Otherwise the request goes
+// the notification: data first, then the flag. Otherwise the request goes
 // into the host-mapped request ring and the rank's CPU progress engine
-// carries it out (gpu-kernels/src/ring.rs describes the protocol).
+// carries it out (gpu-kernels/src/ring.rs describes the protocol). The
+// warp's and the block's calls start loading the source at once, each
+// thread its part: what other threads wrote into it must be ordered before
+// the call (__syncwarp() / __syncthreads()), as for any data one thread
+// writes and another reads.
 //
 // Memory-model notes. Notification words may be written by the CPU or by
 // another GPU, so they are read with ld.acquire.sys (system scope) and
