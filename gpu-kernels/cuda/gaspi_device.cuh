@@ -982,7 +982,6 @@ __device__ inline int gaspi_write_notify_warp(const gaspi_device_ctx& ctx, gaspi
 // 64 KiB over NVLink (issue 26). The direct path returns after that
 // barrier (every thread knows the outcome); the ring path hands thread 0's
 // result round.
-template <gaspi_u32 E>
 __device__ inline int gaspi_write_notify_block_along(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
                                                      gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
                                                      gaspi_u32 id, gaspi_u32 value) {
@@ -991,7 +990,7 @@ __device__ inline int gaspi_write_notify_block_along(const gaspi_device_ctx& ctx
     const gaspi_u32 n = gaspi_block_threads();
     const unsigned char* src = reinterpret_cast<const unsigned char*>(w.local.data) + local_off;
     const unsigned char* dst = reinterpret_cast<const unsigned char*>(w.remote.data) + remote_off;
-    gaspi_early_batch_n<E> b;
+    gaspi_early_batch_n<GASPI_BLOCK_EARLY> b;
     gaspi_early_batch_load(b, src, dst, size, t, n, gaspi_route_may_load(w, local_off, size));
     gaspi_route r;
     const int rc = gaspi_route_write(w, local_off, remote_off, size, id, value, &r);
@@ -1029,7 +1028,7 @@ __device__ inline int gaspi_write_notify_block_along(const gaspi_device_ctx& ctx
 __device__ inline int gaspi_write_notify_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
                                              gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size, gaspi_u32 id,
                                              gaspi_u32 value) {
-    return gaspi_write_notify_block_along<GASPI_BLOCK_EARLY>(ctx, w, local_off, remote_off, size, id, value);
+    return gaspi_write_notify_block_along(ctx, w, local_off, remote_off, size, id, value);
 }
 
 // write_notify by a whole block (all threads, same arguments; the source
@@ -1038,7 +1037,7 @@ __device__ inline int gaspi_write_notify_via(const gaspi_device_ctx& ctx, const 
 __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
                                          gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off,
                                          gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
-    return gaspi_write_notify_block_along<GASPI_BLOCK_EARLY>(
+    return gaspi_write_notify_block_along(
         ctx, gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg), local_off, remote_off, size, id, value);
 }
 
