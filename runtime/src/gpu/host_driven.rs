@@ -149,7 +149,13 @@ impl Gpu {
     ) -> Result<()> {
         let view = r.gpu_view(self.home_device())?;
         let stream = self.flushed_stream(qs)?;
-        self.stream_notify(qs, stream, &view, id, value)
+        self.stream_notify(qs, stream, &view, id, value)?;
+        // The store is stream work like a copy: `wait` (and the ring
+        // server's batch end) must synchronise for it, or it could land
+        // after them (a batch of notifies alone was reported served
+        // before its values were stored).
+        qs.pending.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Sets notification `id` of `view` on `stream`, after its earlier work.
