@@ -408,3 +408,36 @@ extern "C" __global__ void __launch_bounds__(32)
         }
     }
 }
+
+// gaspi-bench gpu-bw --device-driven: a window of `window` writes of `size`
+// bytes from `src_off` of segment `seg` into `dst_off` of rank `peer`'s,
+// the grid sharing each write as NVSHMEM's bandwidth program shares its
+// puts (bench/peers/nvshmem_bw.cu): block b writes bytes [b * chunk, ...)
+// of every write with the block's gaspi_write_via, chunk = size / blocks
+// rounded up to 16 B; then its thread 0 sets notification b to `value`
+// (the putmem_nbi_block + quiet of that program). The first failed call's
+// code goes to *err.
+extern "C" __global__ void __launch_bounds__(512)
+    gaspi_gpu_bw_block(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
+                       unsigned long long size, unsigned long long src_off, unsigned long long dst_off,
+                       unsigned int window, unsigned int value, unsigned long long* err) {
+    const gaspi_u64 blocks = gridDim.x;
+    const gaspi_u64 chunk = ((size + blocks - 1u) / blocks + 15u) / 16u * 16u;
+    const gaspi_u64 first = chunk * blockIdx.x;
+    const gaspi_u64 len = first >= size ? 0u : (chunk < size - first ? chunk : size - first);
+    const gaspi_write_route w = gaspi_write_route_prepare(ctx, seg, peer, seg);
+    for (unsigned int i = 0; i < window; ++i) {
+        const int rc = gaspi_write_via(ctx, w, src_off + first, dst_off + first, len);
+        if (rc != GASPI_DEV_SUCCESS) {
+            if (threadIdx.x == 0) atomicCAS(err, 0ull, (unsigned long long)(-rc));
+            return;
+        }
+    }
+    // Every thread's stores before thread 0's notification (its fence is
+    // cumulative).
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int rc = gaspi_notify(ctx, peer, seg, blockIdx.x, value);
+        if (rc != GASPI_DEV_SUCCESS) atomicCAS(err, 0ull, (unsigned long long)(-rc));
+    }
+}

@@ -50,9 +50,10 @@ typedef unsigned long long gaspi_u64;
 // Timeout meaning "wait forever".
 #define GASPI_BLOCK 0xffffffffffffffffull
 
-// Ring request kinds (ring.rs: OP_WRITE_NOTIFY, OP_NOTIFY).
+// Ring request kinds (ring.rs: OP_WRITE_NOTIFY, OP_NOTIFY, OP_WRITE).
 #define GASPI_RING_OP_WRITE_NOTIFY 1u
 #define GASPI_RING_OP_NOTIFY 2u
+#define GASPI_RING_OP_WRITE 3u
 #define GASPI_RING_MAGIC 0x47524e47u
 #define GASPI_RING_VERSION 1u
 
@@ -1039,6 +1040,132 @@ __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 
                                          gaspi_u64 size, gaspi_u32 id, gaspi_u32 value) {
     return gaspi_write_notify_block_along(
         ctx, gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg), local_off, remote_off, size, id, value);
+}
+
+// ---------------------------------------------------------------------------
+// Writing without a notification (GASPI's gaspi_write).
+// ---------------------------------------------------------------------------
+//
+// A write_notify fences before its notification: every call waits until
+// its stores have reached the target. A kernel that moves a large buffer
+// in pieces (each block its part of each of several writes) pays that
+// wait per piece; gaspi_write copies without a fence or notification, and
+// one gaspi_notify after the last piece publishes them all. With the grid
+// sharing each write of a window of eight 1 MiB writes between two H100s,
+// a block's write_notify per piece reached 0.90 of NVSHMEM's
+// putmem_nbi_block + quiet, these writes and one notification per block
+// 0.97 (gaspi-bench gpu-bw --device-driven, decision 0059).
+//
+// When the data is at the target: once a gaspi_notify (or write_notify)
+// issued after the write has been seen there -- by the same thread for
+// gaspi_write_thread, and for the warp's / block's forms by one thread
+// after __syncwarp() / __syncthreads(), which orders the other threads'
+// stores before its fence (cumulativity, as in the block's write_notify)
+// -- or once the kernel has ended. Through the ring (a target not
+// directly reachable) the request is served in ring order before any
+// request posted after it; the source must then stay unchanged until
+// gaspi_ring_quiet.
+
+// The checked route of a write along `w` without a notification: the
+// checks of gaspi_route_write but the id and value.
+__device__ inline int gaspi_route_write_data(const gaspi_write_route& w, gaspi_u64 local_off, gaspi_u64 remote_off,
+                                             gaspi_u64 size, gaspi_route* r) {
+    const gaspi_segment_desc& l = w.local;
+    const gaspi_segment_desc& d = w.remote;
+    if (!w.valid) return GASPI_DEV_ERR_ARG;
+    if (l.notification_count == 0 || local_off > l.size || size > l.size - local_off || (size != 0 && l.data == 0)) {
+        return GASPI_DEV_ERR_ARG;
+    }
+    if (d.notification_count == 0 || remote_off > d.size || size > d.size - remote_off) return GASPI_DEV_ERR_ARG;
+    r->src = reinterpret_cast<const unsigned char*>(l.data) + local_off;
+    r->direct = d.notifications != 0 && (size == 0 || d.data != 0);
+    r->dst = r->direct ? reinterpret_cast<unsigned char*>(d.data) + remote_off : nullptr;
+    r->word = nullptr;
+    return GASPI_DEV_SUCCESS;
+}
+
+// The ring request of a write along `w` (one thread, after a fence that
+// orders the source's writes before it).
+__device__ inline int gaspi_write_post(const gaspi_device_ctx& ctx, const gaspi_write_route& w, gaspi_u64 local_off,
+                                       gaspi_u64 remote_off, gaspi_u64 size) {
+    gaspi_fence_acq_rel();
+    return gaspi_ring_post(ctx, GASPI_RING_OP_WRITE, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size,
+                           0u, 0u);
+}
+
+// gaspi_write by one thread along a prepared route.
+__device__ inline int gaspi_write_thread_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
+                                             gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size) {
+    gaspi_route r;
+    const int rc = gaspi_route_write_data(w, local_off, remote_off, size, &r);
+    if (rc != GASPI_DEV_SUCCESS) return rc;
+    if (r.direct) {
+        gaspi_copy_alone(r.dst, r.src, size);
+        return GASPI_DEV_SUCCESS;
+    }
+    return gaspi_write_post(ctx, w, local_off, remote_off, size);
+}
+
+// gaspi_write by one thread.
+__device__ inline int gaspi_write_thread(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                         gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size) {
+    return gaspi_write_thread_via(ctx, gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg), local_off,
+                                  remote_off, size);
+}
+
+// gaspi_write by a whole warp along a prepared route (all 32 lanes, same
+// arguments; the source as for gaspi_write_notify_warp_via).
+__device__ inline int gaspi_write_warp_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
+                                           gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size) {
+    const gaspi_u32 lane = gaspi_lane_id();
+    gaspi_route r;
+    int rc = gaspi_route_write_data(w, local_off, remote_off, size, &r);
+    if (rc != GASPI_DEV_SUCCESS) return rc;
+    if (r.direct) {
+        gaspi_copy(r.dst, r.src, size, lane, 32u);
+        return GASPI_DEV_SUCCESS;
+    }
+    // The progress engine reads the source: every lane's writes to it
+    // come before lane 0's fence and request.
+    __syncwarp();
+    if (lane == 0u) rc = gaspi_write_post(ctx, w, local_off, remote_off, size);
+    return __shfl_sync(0xffffffffu, rc, 0);
+}
+
+// gaspi_write by a whole warp (all 32 lanes, same arguments).
+__device__ inline int gaspi_write_warp(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                       gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size) {
+    return gaspi_write_warp_via(ctx, gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg), local_off,
+                                remote_off, size);
+}
+
+// gaspi_write by a whole block along a prepared route (all threads, same
+// arguments; the source as for gaspi_write_notify_via). The direct path
+// has no barrier: a thread returns once its stores are issued.
+__device__ inline int gaspi_write_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w, gaspi_u64 local_off,
+                                      gaspi_u64 remote_off, gaspi_u64 size) {
+    __shared__ int gaspi_write_result;
+    gaspi_route r;
+    const int rc = gaspi_route_write_data(w, local_off, remote_off, size, &r);
+    if (rc != GASPI_DEV_SUCCESS) return rc;
+    const gaspi_u32 t = gaspi_block_thread();
+    if (r.direct) {
+        gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
+        return GASPI_DEV_SUCCESS;
+    }
+    __syncthreads();
+    if (t == 0u) gaspi_write_result = gaspi_write_post(ctx, w, local_off, remote_off, size);
+    __syncthreads();
+    const int result = gaspi_write_result;
+    __syncthreads(); // the shared slot may be reused by the next call
+    return result;
+}
+
+// gaspi_write by a whole block (all threads, same arguments).
+__device__ inline int gaspi_write(const gaspi_device_ctx& ctx, gaspi_u32 local_seg, gaspi_u64 local_off,
+                                  gaspi_u32 rank, gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size) {
+    return gaspi_write_via(ctx, gaspi_write_route_prepare(ctx, local_seg, rank, remote_seg), local_off, remote_off,
+                           size);
 }
 
 #endif // GASPI_DEVICE_CUH

@@ -126,7 +126,7 @@ extern "C" __global__ void test_ordering(const __grid_constant__ gaspi_device_ct
 // The ring under pressure: every thread t of the grid writes, `per_thread`
 // times, its 8-byte word (offset t*8 of `seg`, filled here with t+1) to
 // (peer, peer_seg) offset (t*per_thread + j)*8, with notification t set to
-// j+1. Requests go through the ring (the context forces it); thread 0 of
+// j+1 (odd j: gaspi_write_thread, then gaspi_notify). Requests go through the ring (the context forces it); thread 0 of
 // each block waits for local completion at the end.
 extern "C" __global__ void test_ring_flood(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer, unsigned int peer_seg,
                                            unsigned int per_thread, unsigned int* status) {
@@ -138,8 +138,12 @@ extern "C" __global__ void test_ring_flood(const __grid_constant__ gaspi_device_
     }
     *mine = (unsigned long long)t + 1ull;
     for (unsigned int j = 0; j < per_thread; ++j) {
-        const int rc = gaspi_write_notify_thread(ctx, seg, (gaspi_u64)t * 8u, peer, peer_seg,
-                                                 ((gaspi_u64)t * per_thread + j) * 8u, 8u, t, j + 1u);
+        // Odd requests as a write without notification, then a notify
+        // (two requests, served in ring order).
+        const gaspi_u64 dst = ((gaspi_u64)t * per_thread + j) * 8u;
+        int rc = j % 2 == 1 ? gaspi_write_thread(ctx, seg, (gaspi_u64)t * 8u, peer, peer_seg, dst, 8u)
+                            : gaspi_write_notify_thread(ctx, seg, (gaspi_u64)t * 8u, peer, peer_seg, dst, 8u, t, j + 1u);
+        if (j % 2 == 1 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify(ctx, peer, peer_seg, t, j + 1u);
         if (rc != GASPI_DEV_SUCCESS) {
             test_fail(status, 5, t, j, (unsigned int)(-rc));
             return;
@@ -194,15 +198,50 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (lane == 0) test_fail(status, 8, 0, 0, 0);
         return;
     }
+    // The writes without a notification refuse the same (the block's
+    // forms, again, only where the block is this warp).
+    int refused = 0;
+    if (lane == 0) {
+        refused = gaspi_write_thread(ctx, seg, out_off, peer, ctx.nsegments, 0, 4) == GASPI_DEV_ERR_ARG &&
+                  gaspi_write_thread_via(ctx, no_rank, out_off, 0, 4) == GASPI_DEV_ERR_ARG &&
+                  gaspi_write_thread_via(ctx, route, out_off, 0, ~0ull) == GASPI_DEV_ERR_ARG;
+    }
+    refused = __shfl_sync(0xffffffffu, refused, 0) && gaspi_write_warp(ctx, seg, out_off, ctx.nranks, seg, 0, 4) == GASPI_DEV_ERR_ARG &&
+              gaspi_write_warp_via(ctx, no_seg, out_off, 0, 4) == GASPI_DEV_ERR_ARG;
+    if (blockDim.x == 32u) {
+        refused = refused && gaspi_write(ctx, seg, out_off, peer, ctx.nsegments, 0, 4) == GASPI_DEV_ERR_ARG &&
+                  gaspi_write_via(ctx, no_rank, out_off, 0, 4) == GASPI_DEV_ERR_ARG &&
+                  gaspi_write_via(ctx, route, ~0ull, 0, 4) == GASPI_DEV_ERR_ARG;
+    }
+    if (!refused) {
+        if (lane == 0) test_fail(status, 9, 0, 0, 0);
+        return;
+    }
     for (unsigned int r = 1; r <= rounds; ++r) {
         const unsigned int nw = r % 3 == 0 ? words : (r % 3 == 1 ? (words < 64 ? words : 64) : words / 2 + 1);
         if (initiator) {
             for (unsigned int i = lane; i < nw; i += 32) out[i] = test_pattern(r, i);
             __syncwarp();
-            // Even rounds through the block call (a block of this one warp).
-            const int rc = r % 2 == 0 && blockDim.x == 32u
-                               ? gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r)
-                               : gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r);
+            // Even rounds through the block call (a block of this one warp);
+            // rounds 1 mod 4 as a write without notification, then
+            // gaspi_notify: by the warp, and in rounds 5 mod 8 by lane 0
+            // alone.
+            int rc;
+            if (r % 8 == 5) {
+                rc = 0;
+                if (lane == 0) rc = gaspi_write_thread(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u);
+                if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify(ctx, peer, seg, 0, r);
+                rc = __shfl_sync(0xffffffffu, rc, 0);
+            } else if (r % 4 == 1) {
+                rc = gaspi_write_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u);
+                __syncwarp();
+                if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify(ctx, peer, seg, 0, r);
+                rc = __shfl_sync(0xffffffffu, rc, 0);
+            } else {
+                rc = r % 2 == 0 && blockDim.x == 32u
+                         ? gaspi_write_notify(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r)
+                         : gaspi_write_notify_warp(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r);
+            }
             if (rc != GASPI_DEV_SUCCESS) {
                 if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
                 return;
@@ -234,10 +273,19 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (__any_sync(0xffffffffu, bad)) return;
         if (!initiator) {
             __syncwarp();
-            // Even rounds through the block's call along the route.
-            const int rc = r % 2 == 0 && blockDim.x == 32u
-                               ? gaspi_write_notify_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r)
-                               : gaspi_write_notify_warp_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r);
+            // Even rounds through the block's call along the route; rounds
+            // 1 mod 4 as the block's write along it, then gaspi_notify.
+            int rc;
+            if (r % 4 == 1 && blockDim.x == 32u) {
+                rc = gaspi_write_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u);
+                __syncthreads();
+                if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify(ctx, peer, seg, 1, r);
+                rc = __shfl_sync(0xffffffffu, rc, 0);
+            } else {
+                rc = r % 2 == 0 && blockDim.x == 32u
+                         ? gaspi_write_notify_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r)
+                         : gaspi_write_notify_warp_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r);
+            }
             if (rc != GASPI_DEV_SUCCESS) {
                 if (lane == 0) test_fail(status, 5, r, (unsigned int)(-rc), 0);
                 return;

@@ -1065,7 +1065,9 @@ fn ring_with(capacity: u32) -> Check {
                             errors.push(format!("{r:?}"));
                         }
                     }
-                    RequestOp::Unknown(op) => errors.push(format!("unknown op {op}")),
+                    RequestOp::Write | RequestOp::Unknown(_) => {
+                        errors.push(format!("unexpected request {:?}", r.op))
+                    }
                 }
             }
             None => {

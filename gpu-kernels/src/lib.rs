@@ -347,6 +347,7 @@ mod tests {
             ring::OP_WRITE_NOTIFY
         )));
         assert!(DEVICE_HEADER.contains(&format!("GASPI_RING_OP_NOTIFY {}u", ring::OP_NOTIFY)));
+        assert!(DEVICE_HEADER.contains(&format!("GASPI_RING_OP_WRITE {}u", ring::OP_WRITE)));
         assert!(DEVICE_HEADER.contains(&format!("GASPI_STOP_VALUE 0x{STOP_VALUE:08x}u")));
         assert!(DEVICE_HEADER.contains(&format!("GASPI_LAYOUT_FIELDS {}", LAYOUT_OFFSETS.len())));
     }

@@ -82,6 +82,9 @@ pub const RING_MIN_CAPACITY: u32 = 32;
 pub const OP_WRITE_NOTIFY: u32 = 1;
 /// Request kind in [`RingSlot::op`]: `notify` alone.
 pub const OP_NOTIFY: u32 = 2;
+/// Request kind in [`RingSlot::op`]: `write` alone (no notification; the
+/// device's `gaspi_write*`).
+pub const OP_WRITE: u32 = 3;
 
 /// The ring's header, at the start of its host-mapped memory. 384 bytes.
 #[repr(C, align(128))]
@@ -130,7 +133,7 @@ pub struct RingProducer {
 pub struct RingSlot {
     /// `ticket + 1` once the request of `ticket` is written (release).
     pub seq: AtomicU64,
-    /// [`OP_WRITE_NOTIFY`] or [`OP_NOTIFY`].
+    /// [`OP_WRITE_NOTIFY`], [`OP_NOTIFY`] or [`OP_WRITE`].
     pub op: u32,
     /// Rank to write to.
     pub target_rank: u32,
@@ -184,6 +187,9 @@ pub enum RequestOp {
     WriteNotify,
     /// Set the notification only.
     Notify,
+    /// Write `size` bytes, no notification (`notification_id` and `value`
+    /// mean nothing).
+    Write,
     /// A code this version does not know (a device-code bug); the engine
     /// reports and drops it.
     Unknown(u32),
@@ -392,6 +398,7 @@ impl RequestRing {
                 op: match op {
                     OP_WRITE_NOTIFY => RequestOp::WriteNotify,
                     OP_NOTIFY => RequestOp::Notify,
+                    OP_WRITE => RequestOp::Write,
                     other => RequestOp::Unknown(other),
                 },
                 target_rank: std::ptr::addr_of!((*slot).target_rank).read_volatile(),
@@ -556,6 +563,32 @@ mod tests {
         );
         assert_eq!(ring.try_pop(), None);
         assert_eq!(ring.consumed(), 1);
+    }
+
+    #[test]
+    fn each_operation_code_pops_as_its_kind() {
+        let (_memory, ring, producer) = ring(32);
+        let codes = [OP_WRITE_NOTIFY, OP_NOTIFY, OP_WRITE, 77];
+        for (ticket, &code) in codes.iter().enumerate() {
+            producer.post(1, 0, 1);
+            let slot = producer.slot(ticket as u64);
+            // SAFETY: the slot was published and not yet popped; the
+            // consumer reads `op` only after `seq`, which this test (the
+            // only producer, one thread) does not touch again before the pop.
+            unsafe { std::ptr::addr_of_mut!((*slot).op).write_volatile(code) };
+        }
+        let kinds: Vec<RequestOp> = std::iter::from_fn(|| ring.try_pop())
+            .map(|r| r.op)
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                RequestOp::WriteNotify,
+                RequestOp::Notify,
+                RequestOp::Write,
+                RequestOp::Unknown(77)
+            ]
+        );
     }
 
     #[test]

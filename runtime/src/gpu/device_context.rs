@@ -364,13 +364,17 @@ impl Gpu {
         let remote_seg = ring_seg(req.remote_segment)?;
         let tables = self.base.tables.load();
         let max = self.base.config.segment_max;
-        // Both operations end in a notification of the remote segment.
+        // Write-notify and notify end in a notification of the remote segment.
         let notifiable = |r| {
             let id = NotifyId(req.notification_id);
             check_notification(r, rank, remote_seg, id, req.value).map(|()| r)
         };
+        let notification = match req.op {
+            RequestOp::WriteNotify => Some((req.notification_id, req.value)),
+            _ => None,
+        };
         match req.op {
-            RequestOp::WriteNotify => {
+            RequestOp::WriteNotify | RequestOp::Write => {
                 let local_seg = ring_seg(req.local_segment)?;
                 self.base.check_size(req.size)?;
                 self.base.check_seg_id(local_seg)?;
@@ -383,7 +387,12 @@ impl Gpu {
                         })?;
                 local.check(Side::Local, self.base.rank, req.local_offset, req.size)?;
                 let (offset, size) = (req.remote_offset, req.size);
-                let r = notifiable(lookup_remote(&tables, rank, remote_seg, offset, size, max)?)?;
+                let r = lookup_remote(&tables, rank, remote_seg, offset, size, max)?;
+                let r = if notification.is_some() {
+                    notifiable(r)?
+                } else {
+                    r
+                };
                 if r.capabilities().completes_later() {
                     // A rank on another host: the data goes out through
                     // host memory and the network transport, the
@@ -391,7 +400,10 @@ impl Gpu {
                     let mut staged = vec![0u8; size as usize];
                     local.copy_out(req.local_offset, &mut staged)?;
                     r.put(offset, staged.as_ptr(), staged.len(), Via::INTERNAL)?;
-                    return r.notify(req.notification_id, req.value, Via::INTERNAL);
+                    return match notification {
+                        Some((id, value)) => r.notify(id, value, Via::INTERNAL),
+                        None => Ok(()),
+                    };
                 }
                 self.gpu_put(
                     qs,
@@ -400,7 +412,7 @@ impl Gpu {
                     r,
                     req.remote_offset,
                     req.size,
-                    Some((req.notification_id, req.value)),
+                    notification,
                 )
             }
             RequestOp::Notify => {
