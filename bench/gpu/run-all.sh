@@ -7,7 +7,7 @@
 # - the GPU tests with every GPU, and also on GPU 0 alone and on GPUs 0 and 1
 #   where there are more;
 # - the benchmarks; with two GPUs or more, gpu-pingpong (words in GPU
-#   memory, 8 B to 64 MiB) and gpu-bw beside NVSHMEM's ping-pong and
+#   memory, 8 B to 64 MiB) and gpu-bw (host and device API) beside NVSHMEM's ping-pong and
 #   bandwidth programs (bench/peers/nvshmem-run.sh, built here with nvcc),
 #   GPUs 0 and 1 for both;
 # - the matvec job: the two-rank job, and `--gpus 0` (every GPU, scaling
@@ -76,7 +76,7 @@ PP_SIZES=8,64,512,4096,16384,32768,65536,262144,1048576,4194304,16777216,6710886
 if [ "$ngpus" -ge 2 ]; then
     for run in $(seq "${RUNS:-1}"); do
         CUDA_VISIBLE_DEVICES=0,1 GASPI_GPU_NOTIFICATIONS=device bench gpu-pingpong --device-driven --sizes $PP_SIZES
-        CUDA_VISIBLE_DEVICES=0,1 bench gpu-bw
+        CUDA_VISIBLE_DEVICES=0,1 bench gpu-bw --device-driven
         # Once NVSHMEM failed (no build, a PE stuck), it is not tried again.
         if [ -d ./peers ] && [ "${nvshmem_failed:-0}" = 0 ]; then
             bash ./peers/nvshmem-run.sh ./peers "${NVSHMEM_BUILD:-/tmp/gaspi-nvshmem}" | tee -a "$all_json"

@@ -657,10 +657,26 @@ pub fn gpu_pingpong(
 
 /// `gpu-bw`: a window of `write`s from one GPU segment into another
 /// rank's, then `wait`, against the same window of `cuMemcpyPeerAsync`.
-pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>> {
+/// With `device_driven`, also the same windows written by a kernel with
+/// the device API (`gaspi_gpu_bw_block`, echo.cu), the grid sharing each
+/// write as NVSHMEM's bandwidth program shares its puts
+/// (bench/peers/nvshmem_bw.cu), timed both ways that program times them.
+pub fn gpu_bw(
+    g: &Gaspi,
+    n: u32,
+    sizes: &[u64],
+    device_driven: bool,
+    quick: bool,
+) -> Res<Vec<Record>> {
     let me = g.rank().0;
     let max = sizes.iter().copied().max().unwrap_or(8);
-    let (_, send_off) = gpu_pair(g, n, max)?;
+    let (device, send_off) = gpu_pair(g, n, max)?;
+    // The writing kernel lives on rank 0; rank 1 only receives.
+    let kernel_side = if device_driven && me == 0 {
+        Some(BwKernel::new(g, device)?)
+    } else {
+        None
+    };
     let mut out = Vec::new();
     for &size in sizes {
         let window: u32 = if size >= 1 << 20 { 8 } else { 64 };
@@ -690,6 +706,10 @@ pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>>
                 }
             }
         }
+        let kernel_runs = match &kernel_side {
+            Some(k) => k.windows(size, send_off, window, iters)?,
+            None => Vec::new(),
+        };
         g.barrier(Group::ALL, Timeout::Block)?;
         if me == 0 {
             let gbps = |us: f64| size as f64 / us / 1e3;
@@ -706,9 +726,147 @@ pub fn gpu_bw(g: &Gaspi, n: u32, sizes: &[u64], quick: bool) -> Res<Vec<Record>>
                 waiting.median()
             ));
             out.push(r);
+            for (how, s, note) in kernel_runs {
+                let mut r = Record::new("gpu-bw", 2).with_samples(&s);
+                r.transport = Some(format!("cuda-ipc {how}"));
+                r.size = Some(size);
+                r.iters = Some(iters as u64 * window as u64);
+                r.gbps = Some(gbps(s.median()));
+                r.note = Some(format!("window {window}; GPUs 0 -> {}; {note}", 1 % n));
+                out.push(r);
+            }
         }
     }
     Ok(out)
+}
+
+/// `gpu-bw --device-driven`'s kernel side on the writing rank.
+struct BwKernel {
+    dctx: gaspi::gpu::DeviceContext,
+    /// `gaspi_gpu_bw_block` (echo.cu).
+    kernel: cudarc::driver::CudaFunction,
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    /// The first failed device call's code (0: none).
+    err: PinnedHostMemory,
+    sms: u32,
+}
+
+impl BwKernel {
+    fn new(g: &Gaspi, device: u32) -> Res<BwKernel> {
+        let dctx = g.device_context(device)?;
+        let cuda = dctx.gpu_context().cuda().clone();
+        let module =
+            gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
+        let kernel = gaspi::kernels::function(&module, "gaspi_gpu_bw_block")?;
+        let sms = cuda.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )? as u32;
+        let stream = cuda.new_stream()?;
+        let err = PinnedHostMemory::alloc(device, 8)?;
+        Ok(BwKernel {
+            dctx,
+            kernel,
+            stream,
+            err,
+            sms,
+        })
+    }
+
+    /// `iters` windows (after 5 unmeasured), timed with events
+    /// around each launch (the launches queued back to back, as
+    /// nvshmem_bw.cu's first figure) and then on the host from the launch
+    /// until the stream is synchronised (its second); per write, us.
+    fn windows(
+        &self,
+        size: u64,
+        send_off: u64,
+        window: u32,
+        iters: u32,
+    ) -> Res<Vec<(String, Samples, String)>> {
+        // NVSHMEM's grid: a block per 32 KiB, at most one per multiprocessor.
+        let blocks = u32::try_from(size / (32 << 10))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.sms);
+        let threads = if size < 4096 { 32 } else { 512 };
+        let launch = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let arg = self.dctx.kernel_arg();
+        let (seg, peer, dst_off) = (SEG.0 as u32, 1u32, 0u64);
+        let err_ptr = self.err.device_ptr();
+        let cuda = self.dctx.gpu_context().cuda().clone();
+        let run = |value: u32| -> Res<()> {
+            // SAFETY: gaspi_gpu_bw_block takes (gaspi_device_ctx, unsigned,
+            // unsigned, u64, u64, u64, unsigned, unsigned, u64*) and is
+            // launched with at most its __launch_bounds__ (512) threads;
+            // source and destination ranges lie in the segments (send_off +
+            // size and size bytes of 2 * send_off), and `err` outlives the
+            // launch (synchronised below).
+            unsafe {
+                self.stream
+                    .launch_builder(&self.kernel)
+                    .arg(&arg)
+                    .arg(&seg)
+                    .arg(&peer)
+                    .arg(&size)
+                    .arg(&send_off)
+                    .arg(&dst_off)
+                    .arg(&window)
+                    .arg(&value)
+                    .arg(&err_ptr)
+                    .launch(launch)?
+            };
+            Ok(())
+        };
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::with_capacity(iters as usize + 5);
+        for i in 0..iters + 5 {
+            let start = cuda.new_event(flags)?;
+            start.record(&self.stream)?;
+            run(i + 1)?;
+            let end = cuda.new_event(flags)?;
+            end.record(&self.stream)?;
+            events.push((start, end));
+        }
+        self.stream.synchronize()?;
+        let mut timed = Samples::with_capacity(iters as usize);
+        for (start, end) in &events[5..] {
+            timed.push(start.elapsed_ms(end)? as f64 * 1e3 / window as f64);
+        }
+        let mut host = Samples::with_capacity(iters as usize);
+        for i in 0..iters + 5 {
+            let t = Instant::now();
+            run(i + 1)?;
+            self.stream.synchronize()?;
+            if i >= 5 {
+                host.push(t.elapsed().as_secs_f64() * 1e6 / window as f64);
+            }
+        }
+        let failed = self.err.as_atomic_u64s()[0].load(Ordering::Acquire);
+        if failed != 0 {
+            return Err(
+                format!("gaspi_gpu_bw_block: a device call failed with code -{failed}").into(),
+            );
+        }
+        let grid = format!(
+            "{blocks} blocks x {threads} threads, each its part of every write \
+             (gaspi_write_via), then one gaspi_notify"
+        );
+        Ok(vec![
+            (
+                "device-driven".to_string(),
+                timed,
+                format!("kernel per window, timed with events around its launch; {grid}"),
+            ),
+            (
+                "device-driven host-synchronised".to_string(),
+                host,
+                format!("kernel per window, host clock from launch to stream synchronised; {grid}"),
+            ),
+        ])
+    }
 }
 
 /// `host-gpu-bw`: rank 0 (a CPU rank, host segment) posts a window of

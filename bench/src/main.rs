@@ -99,6 +99,10 @@ enum Cmd {
     GpuBw {
         #[arg(long, value_delimiter = ',')]
         sizes: Vec<u64>,
+        /// Also the same windows written by a kernel with the device API,
+        /// the grid sharing each write (NVSHMEM's bandwidth program's shape).
+        #[arg(long)]
+        device_driven: bool,
     },
 }
 
@@ -206,7 +210,10 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
                 gpu::host_gpu_bw(&start(2)?, &sizes, cli.quick)?
             }
         },
-        Cmd::GpuBw { sizes } => match gpu::two_gpus("gpu-bw") {
+        Cmd::GpuBw {
+            sizes,
+            device_driven,
+        } => match gpu::two_gpus("gpu-bw") {
             Err(skip) => skip,
             Ok(n) => {
                 let sizes = if sizes.is_empty() {
@@ -214,7 +221,7 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
                 } else {
                     sizes.clone()
                 };
-                gpu::gpu_bw(&start(2)?, n, &sizes, cli.quick)?
+                gpu::gpu_bw(&start(2)?, n, &sizes, *device_driven, cli.quick)?
             }
         },
     };
