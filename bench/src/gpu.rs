@@ -852,7 +852,7 @@ impl BwKernel {
         }
         let grid = format!(
             "{blocks} blocks x {threads} threads, each its part of every write \
-             (gaspi_write_via), then one gaspi_notify"
+             (gaspi_write_via), then one gaspi_notify_via"
         );
         Ok(vec![
             (

@@ -415,7 +415,7 @@ extern "C" __global__ void __launch_bounds__(32)
 // puts (bench/peers/nvshmem_bw.cu): block b writes bytes [b * chunk, ...)
 // of every write with the block's gaspi_write_via, chunk = size / blocks
 // rounded up to 16 B; then its thread 0 sets notification b to `value`
-// (the putmem_nbi_block + quiet of that program). The first failed call's
+// along the same route (the putmem_nbi_block + quiet of that program). The first failed call's
 // code goes to *err.
 extern "C" __global__ void __launch_bounds__(512)
     gaspi_gpu_bw_block(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
@@ -437,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(512)
     // cumulative).
     __syncthreads();
     if (threadIdx.x == 0) {
-        const int rc = gaspi_notify(ctx, peer, seg, blockIdx.x, value);
+        const int rc = gaspi_notify_via(ctx, w, blockIdx.x, value);
         if (rc != GASPI_DEV_SUCCESS) atomicCAS(err, 0ull, (unsigned long long)(-rc));
     }
 }

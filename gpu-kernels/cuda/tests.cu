@@ -198,13 +198,20 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (lane == 0) test_fail(status, 8, 0, 0, 0);
         return;
     }
-    // The writes without a notification refuse the same (the block's
-    // forms, again, only where the block is this warp).
+    // The writes without a notification and the notify along a route
+    // refuse the same (the block's forms, again, only where the block is
+    // this warp).
     int refused = 0;
     if (lane == 0) {
         refused = gaspi_write_thread(ctx, seg, out_off, peer, ctx.nsegments, 0, 4) == GASPI_DEV_ERR_ARG &&
                   gaspi_write_thread_via(ctx, no_rank, out_off, 0, 4) == GASPI_DEV_ERR_ARG &&
                   gaspi_write_thread_via(ctx, route, out_off, 0, ~0ull) == GASPI_DEV_ERR_ARG;
+    }
+    if (lane == 0) {
+        refused = refused && gaspi_notify_via(ctx, no_seg, 0, 1) == GASPI_DEV_ERR_ARG &&
+                  gaspi_notify_via(ctx, no_rank, 0, 1) == GASPI_DEV_ERR_ARG &&
+                  gaspi_notify_via(ctx, route, 0, 0) == GASPI_DEV_ERR_ARG &&
+                  gaspi_notify_via(ctx, route, 0xffffffffu, 1) == GASPI_DEV_ERR_ARG;
     }
     refused = __shfl_sync(0xffffffffu, refused, 0) && gaspi_write_warp(ctx, seg, out_off, ctx.nranks, seg, 0, 4) == GASPI_DEV_ERR_ARG &&
               gaspi_write_warp_via(ctx, no_seg, out_off, 0, 4) == GASPI_DEV_ERR_ARG;
@@ -274,12 +281,12 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (!initiator) {
             __syncwarp();
             // Even rounds through the block's call along the route; rounds
-            // 1 mod 4 as the block's write along it, then gaspi_notify.
+            // 1 mod 4 as the block's write along it, then gaspi_notify_via.
             int rc;
             if (r % 4 == 1 && blockDim.x == 32u) {
                 rc = gaspi_write_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u);
                 __syncthreads();
-                if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify(ctx, peer, seg, 1, r);
+                if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify_via(ctx, route, 1, r);
                 rc = __shfl_sync(0xffffffffu, rc, 0);
             } else {
                 rc = r % 2 == 0 && blockDim.x == 32u
