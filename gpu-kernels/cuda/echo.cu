@@ -415,8 +415,8 @@ extern "C" __global__ void __launch_bounds__(32)
 // puts (bench/peers/nvshmem_bw.cu): block b writes bytes [b * chunk, ...)
 // of every write with the block's gaspi_write_via, chunk = size / blocks
 // rounded up to 16 B; then its thread 0 sets notification b to `value`
-// along the same route (the putmem_nbi_block + quiet of that program). The first failed call's
-// code goes to *err.
+// along the same route (the putmem_nbi_block + quiet of that program).
+// The first failed call's code goes to *err.
 extern "C" __global__ void __launch_bounds__(512)
     gaspi_gpu_bw_block(const __grid_constant__ gaspi_device_ctx ctx, unsigned int seg, unsigned int peer,
                        unsigned long long size, unsigned long long src_off, unsigned long long dst_off,

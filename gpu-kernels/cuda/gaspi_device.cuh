@@ -1053,21 +1053,24 @@ __device__ inline int gaspi_write_notify(const gaspi_device_ctx& ctx, gaspi_u32 
 // one gaspi_notify after the last piece publishes them all. With the grid
 // sharing each write of a window of eight 1 MiB writes between two H100s,
 // a block's write_notify per piece reached 0.90 of NVSHMEM's
-// putmem_nbi_block + quiet, these writes and one notification per block
-// 0.97 (gaspi-bench gpu-bw --device-driven, decision 0059).
+// putmem_nbi_block + quiet, these writes and one gaspi_notify_via per
+// block 0.96 - 0.98 (gaspi-bench gpu-bw --device-driven, decision 0059).
 //
 // When the data is at the target: once a gaspi_notify (gaspi_notify_via,
-// or a write_notify) issued after the write has been seen there -- by the same thread for
-// gaspi_write_thread, and for the warp's / block's forms by one thread
-// after __syncwarp() / __syncthreads(), which orders the other threads'
-// stores before its fence (cumulativity, as in the block's write_notify)
-// -- or once the kernel has ended. Through the ring (a target not
+// or a write_notify) issued after the write has been seen there -- by the
+// same thread for gaspi_write_thread, and for the warp's / block's forms
+// by one thread after __syncwarp() / __syncthreads(), which orders the
+// other threads' stores before its fence (cumulativity, as in the block's
+// write_notify) -- or once the kernel has ended. Through the ring (a target not
 // directly reachable) the request is served in ring order before any
 // request posted after it; the source must then stay unchanged until
 // gaspi_ring_quiet.
 
 // The checked route of a write along `w` without a notification: the
-// checks of gaspi_route_write but the id and value.
+// checks of gaspi_route_write but the id and value. Not shared with it:
+// that one's order of checks is part of the tuned write_notify paths
+// (written in terms of this one, the sm_90 code of every ping-pong kernel
+// changed).
 __device__ inline int gaspi_route_write_data(const gaspi_write_route& w, gaspi_u64 local_off, gaspi_u64 remote_off,
                                              gaspi_u64 size, gaspi_route* r) {
     const gaspi_segment_desc& l = w.local;
