@@ -884,19 +884,29 @@ __device__ __forceinline__ void gaspi_fence() {
     gaspi_fence_acq_rel();
 }
 
+// Vectors the one-thread write_notify loads before its checks, when they
+// and the tail are the whole message (below 80 bytes with 4). With one
+// vector a 64-byte message was loaded after the checks: 2.85 us half round
+// trip between two H100s against NVSHMEM's 2.90, with 4 vectors 2.62
+// (gaspi-bench gpu-pingpong --device-driven, issue 26); 4 vectors take 64
+// bytes of registers, only in kernels that call the one-thread form.
+#ifndef GASPI_THREAD_EARLY
+#define GASPI_THREAD_EARLY 4u
+#endif
+
 // write_notify by one thread along a prepared route (gaspi_write_route_prepare).
 __device__ inline int gaspi_write_notify_thread_via(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
                                                     gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
                                                     gaspi_u32 id, gaspi_u32 value) {
     const unsigned char* src = reinterpret_cast<const unsigned char*>(w.local.data) + local_off;
     const unsigned char* dst = reinterpret_cast<const unsigned char*>(w.remote.data) + remote_off;
-    // Early only when that is the whole copy (GASPI_EARLY_BATCH vectors and
+    // Early only when that is the whole copy (GASPI_THREAD_EARLY vectors and
     // the tail): one thread's store of the early part would wait for its
     // load and hold back the rest's loads behind it (in-order issue), 0.15
-    // - 0.2 us more from 64 B on (issue 26).
-    gaspi_early_batch b;
+    // - 0.2 us more from 64 B on with one early vector (issue 26).
+    gaspi_early_batch_n<GASPI_THREAD_EARLY> b;
     gaspi_early_batch_load(b, src, dst, size, 0u, 1u,
-                           size < 16u * (GASPI_EARLY_BATCH + 1u) && gaspi_route_may_load(w, local_off, size));
+                           size < 16u * (GASPI_THREAD_EARLY + 1u) && gaspi_route_may_load(w, local_off, size));
     gaspi_route r;
     const int rc = gaspi_route_write(w, local_off, remote_off, size, id, value, &r);
     if (rc != GASPI_DEV_SUCCESS) return rc;

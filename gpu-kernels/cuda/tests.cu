@@ -155,9 +155,9 @@ extern "C" __global__ void test_ring_flood(const __grid_constant__ gaspi_device_
 
 // Kernel-to-kernel ping-pong with payload between two ranks' GPU segments
 // (one warp per side). Incoming words at offset 0, outgoing at `out_off`.
-// Round r sends `nw` words: `words`, 64, or about half of
-// `words`, so that small payloads and the batched path of gaspi_copy (and
-// its tail) are all checked.
+// Round r sends `nw` words: `words`, 64, about half of `words`, or 1 - 20
+// words from one thread, so that small payloads, the early loads and their
+// tails, and the batched path of gaspi_copy (and its tail) are all checked.
 // Round r: the initiator fills its outgoing words with test_pattern(r, i)
 // and sends them with write_notify (notification 0, value r); the responder
 // waits for it, checks every word, answers with word + 1 (notification 1,
@@ -225,16 +225,25 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         return;
     }
     for (unsigned int r = 1; r <= rounds; ++r) {
-        const unsigned int nw = r % 3 == 0 ? words : (r % 3 == 1 ? (words < 64 ? words : 64) : words / 2 + 1);
+        // Rounds 3 mod 8: 1 - 20 words by one thread (the one-thread call
+        // loads messages below 80 bytes whole before its checks).
+        const unsigned int small = 1u + (r / 8u) % 20u;
+        const unsigned int nw = r % 8 == 3 ? (words < small ? words : small)
+                                : r % 3 == 0 ? words
+                                : (r % 3 == 1 ? (words < 64 ? words : 64) : words / 2 + 1);
         if (initiator) {
             for (unsigned int i = lane; i < nw; i += 32) out[i] = test_pattern(r, i);
             __syncwarp();
             // Even rounds through the block call (a block of this one warp);
             // rounds 1 mod 4 as a write without notification, then
             // gaspi_notify: by the warp, and in rounds 5 mod 8 by lane 0
-            // alone.
+            // alone; rounds 3 mod 8 by lane 0's write_notify.
             int rc;
-            if (r % 8 == 5) {
+            if (r % 8 == 3) {
+                rc = 0;
+                if (lane == 0) rc = gaspi_write_notify_thread(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u, 0, r);
+                rc = __shfl_sync(0xffffffffu, rc, 0);
+            } else if (r % 8 == 5) {
                 rc = 0;
                 if (lane == 0) rc = gaspi_write_thread(ctx, seg, out_off, peer, seg, 0, (gaspi_u64)nw * 4u);
                 if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify(ctx, peer, seg, 0, r);
@@ -281,9 +290,14 @@ extern "C" __global__ void test_gpu_pingpong(const __grid_constant__ gaspi_devic
         if (!initiator) {
             __syncwarp();
             // Even rounds through the block's call along the route; rounds
-            // 1 mod 4 as the block's write along it, then gaspi_notify_via.
+            // 1 mod 4 as the block's write along it, then gaspi_notify_via;
+            // rounds 3 mod 8 by lane 0's write_notify along it.
             int rc;
-            if (r % 4 == 1 && blockDim.x == 32u) {
+            if (r % 8 == 3) {
+                rc = 0;
+                if (lane == 0) rc = gaspi_write_notify_thread_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u, 1, r);
+                rc = __shfl_sync(0xffffffffu, rc, 0);
+            } else if (r % 4 == 1 && blockDim.x == 32u) {
                 rc = gaspi_write_via(ctx, route, out_off, 0, (gaspi_u64)nw * 4u);
                 __syncthreads();
                 if (lane == 0 && rc == GASPI_DEV_SUCCESS) rc = gaspi_notify_via(ctx, route, 1, r);
