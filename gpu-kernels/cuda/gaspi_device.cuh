@@ -693,8 +693,8 @@ __device__ inline void gaspi_copy_elems(T* __restrict__ d, const T* __restrict__
 // `t` of `n` holds vectors t, t + n, ... below GASPI_EARLY_BATCH * n, and
 // thread (size / 16) % n the last size % 16 bytes in pieces of 8, 4, 2
 // and 1. `loaded`: whether it was loaded (else nothing is held). E vectors
-// a thread: GASPI_EARLY_BATCH for the warp's and the one thread's calls,
-// GASPI_BLOCK_EARLY for the block's.
+// a thread: GASPI_EARLY_BATCH for the warp's calls, GASPI_THREAD_EARLY for
+// the one thread's, GASPI_BLOCK_EARLY for the block's.
 #define GASPI_EARLY_BATCH 1u
 template <gaspi_u32 E>
 struct gaspi_early_batch_n {
