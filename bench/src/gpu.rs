@@ -643,7 +643,12 @@ pub fn gpu_pingpong(
         if me == 0 {
             for (what, s, how) in &results {
                 let mut r = Record::new("gpu-pingpong", 2).with_samples(s);
-                r.transport = Some(format!("cuda-ipc {what} words-{placement}"));
+                // CUDA IPC on one host; the network transport across hosts.
+                let via = match g.transport(peer)? {
+                    "shm" => "cuda-ipc",
+                    other => other,
+                };
+                r.transport = Some(format!("{via} {what} words-{placement}"));
                 r.size = Some(size);
                 r.iters = Some(s.len() as u64);
                 r = r.with_ref_us("cuMemcpyPeer + sync", reference.median());

@@ -52,6 +52,14 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         sizes: Vec<u64>,
     },
+    /// Reads beside writes of the same sizes, alternating in one run:
+    /// bandwidth (windows of 16, then `wait`) and one request's completion
+    /// time (one, then `wait`), the read's figure over the write's.
+    ReadBw {
+        /// Sizes in bytes (default 4 KiB to 4 MiB).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
     /// Notifications per second from one rank to another, windows of 64 ids.
     NotifyRate,
     /// Barrier latency on the group of all ranks.
@@ -163,6 +171,15 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
                 sizes.clone()
             };
             write_bw(&g, &sizes, cli.quick)?
+        }
+        Cmd::ReadBw { sizes } => {
+            let g = start(2)?;
+            let sizes = if sizes.is_empty() {
+                default_sizes(4096)
+            } else {
+                sizes.clone()
+            };
+            read_bw(&g, &sizes, cli.quick)?
         }
         Cmd::NotifyRate => {
             let g = start(2)?;
@@ -450,6 +467,91 @@ fn write_bw(
             }
             g.barrier(Group::ALL, Timeout::Block)?;
         }
+    }
+    Ok(out)
+}
+
+/// `read-bw`: rank 0 reads from and writes to rank 1's segment, the same
+/// sizes alternating window by window, so that both see the same machine;
+/// per size two records, `read-bw` (windows of 16) and `read-one` (one
+/// request, then `wait`), each with the write's figure of the same run as
+/// its reference (`ratio`: read time over write time, or read bandwidth
+/// over write bandwidth).
+fn read_bw(
+    g: &Gaspi,
+    sizes: &[u64],
+    quick: bool,
+) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    const WINDOW: u64 = 16;
+    let me = g.rank();
+    let peer = Rank(1 - me.0);
+    let max = sizes.iter().copied().max().unwrap_or(4096);
+    g.segment_create(
+        SEG,
+        send_at(max) + max,
+        Memory::Host,
+        Group::ALL,
+        Timeout::Block,
+    )?;
+    let mut out = Vec::new();
+    for &size in sizes {
+        let windows = (iters_for(size, quick) / WINDOW).max(SAMPLES / 4);
+        g.barrier(Group::ALL, Timeout::Block)?;
+        if me.0 == 0 {
+            let q = Queue(0);
+            let (mut wbw, mut rbw) = (Samples::default(), Samples::default());
+            let (mut w1, mut r1) = (Samples::default(), Samples::default());
+            for w in 0..=windows {
+                let t = Instant::now();
+                for _ in 0..WINDOW {
+                    g.write(SEG, send_at(max), peer, SEG, 0, size, q)?;
+                }
+                g.wait(q, Timeout::Block)?;
+                let tw = t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64;
+                let t = Instant::now();
+                for _ in 0..WINDOW {
+                    g.read(SEG, send_at(max), peer, SEG, 0, size, q)?;
+                }
+                g.wait(q, Timeout::Block)?;
+                let tr = t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64;
+                let t = Instant::now();
+                g.write(SEG, send_at(max), peer, SEG, 0, size, q)?;
+                g.wait(q, Timeout::Block)?;
+                let ow = t.elapsed().as_secs_f64() * 1e6;
+                let t = Instant::now();
+                g.read(SEG, send_at(max), peer, SEG, 0, size, q)?;
+                g.wait(q, Timeout::Block)?;
+                let or = t.elapsed().as_secs_f64() * 1e6;
+                if w > 0 {
+                    wbw.push(tw);
+                    rbw.push(tr);
+                    w1.push(ow);
+                    r1.push(or);
+                }
+            }
+            let transport = g.transport(peer)?;
+            let mut r = Record::new("read-bw", 2).with_samples(&rbw);
+            r.transport = Some(transport.into());
+            r.size = Some(size);
+            r.iters = Some(windows * WINDOW);
+            r.gbps = Some(size as f64 / (rbw.median() * 1e3));
+            r.ref_name = Some("write-bw, same run".into());
+            r.ref_gbps = Some(size as f64 / (wbw.median() * 1e3));
+            r.ref_us = Some(wbw.median());
+            r.ratio = Some(rbw.median() / wbw.median());
+            r.note = Some("ratio: read time over write time per request, windows of 16".into());
+            out.push(r);
+            let mut r = Record::new("read-one", 2).with_samples(&r1);
+            r.transport = Some(transport.into());
+            r.size = Some(size);
+            r.iters = Some(windows);
+            r.ref_name = Some("write + wait, same run".into());
+            r.ref_us = Some(w1.median());
+            r.ratio = Some(r1.median() / w1.median());
+            r.note = Some("one request, then wait".into());
+            out.push(r);
+        }
+        g.barrier(Group::ALL, Timeout::Block)?;
     }
     Ok(out)
 }

@@ -53,6 +53,9 @@ pub(crate) struct Inner {
     /// The network transports this rank opened (`transport/registry.rs`):
     /// each registers every host segment this rank creates.
     pub network: Vec<Arc<dyn NetworkTransport>>,
+    /// Peers' requests into this rank's GPU segments in flight on the
+    /// apply streams (`transport/tcp/gpu_apply.rs`).
+    pub gpu_apply: Arc<crate::transport::tcp::gpu_apply::GpuApply>,
 }
 
 /// How long `term` waits for its goodbyes to reach peers that do not
@@ -66,6 +69,9 @@ impl Inner {
     /// Sends the answers waiters left owed to peers, if any (progress
     /// engine; see `transport/tcp/serve.rs`, `SettleStash`).
     pub fn send_owed_answers(&self) {
+        // Peers' requests the GPU apply streams finished (one load when
+        // none is in flight).
+        crate::transport::tcp::serve::complete_gpu_applies(self);
         if !self.waiter_progress.take_owed() {
             return;
         }
@@ -166,6 +172,11 @@ impl crate::transport::tcp::serve::TcpHost for Inner {
     #[inline]
     fn owed_answers(&self) {
         self.waiter_progress.owed_answers(&self.base.peers);
+    }
+
+    #[inline]
+    fn gpu_apply(&self) -> &Arc<crate::transport::tcp::gpu_apply::GpuApply> {
+        &self.gpu_apply
     }
 }
 
@@ -392,6 +403,7 @@ impl Gaspi {
             gpu,
             base,
             network,
+            gpu_apply: Default::default(),
         });
         if let Some(helper) = &inner.copy_helper {
             helper.bind(Arc::downgrade(&inner.base));

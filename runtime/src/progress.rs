@@ -88,6 +88,9 @@ pub(crate) trait EngineHost:
     /// handled: libfabric's notifications carried as remote CQ data) are
     /// set before anyone learns of its end.
     fn drain_network(&self);
+    /// Whether peers' requests are in flight on a GPU apply stream (the
+    /// engine then polls instead of sleeping).
+    fn gpu_work_pending(&self) -> bool;
 }
 
 /// Everything the engine thread owns.
@@ -264,12 +267,18 @@ impl<H: EngineHost> Engine<H> {
                 .min();
             // A waiter reading the sockets itself (`waiter_progress.rs`)
             // makes the engine's spin redundant: it would only take a core.
-            let timeout =
-                if quiet || !self.busy.is_empty() || self.listener_ready || now < spin_until {
-                    Some(Duration::ZERO)
-                } else {
-                    timeout
-                };
+            // Peers' requests in flight on a GPU apply stream are answered
+            // as soon as the stream ran them: look again at once.
+            let timeout = if quiet
+                || !self.busy.is_empty()
+                || self.listener_ready
+                || now < spin_until
+                || self.inner.gpu_work_pending()
+            {
+                Some(Duration::ZERO)
+            } else {
+                timeout
+            };
             // About to sleep: a waiter that leaves answers owed from now
             // on wakes us; what was left before, we send first.
             let asleep = timeout != Some(Duration::ZERO) && waiters.engine_sleeps();

@@ -48,6 +48,20 @@
 //!   batch, decision 0054) and a `notify` arrive, checked; with the copy
 //!   kernel (`GASPI_GPU_BATCH_MIN=65536`) nothing arrives. SKIP on one GPU,
 //!   where a plain copy between two processes' memories waits too.
+//! - `host-gpu-tcp`, `gpu-gpu-tcp`, `gpu-gpu-device-words-tcp`: the
+//!   `directions` cases with every pair over TCP (`GASPI_TRANSPORT=tcp`),
+//!   the path between hosts: the writer's GPU memory leaves through pinned
+//!   chunks, pipelined (`gpu/network_staging.rs`); the target applies
+//!   writes, notifications and reads on its apply stream
+//!   (`transport/tcp/gpu_apply.rs`), large writes read from the socket
+//!   and copied in chunk by chunk; `read_notify` sets its word only after
+//!   the data landed.
+//! - `kernel-gpu-gpu-tcp`: the kernels' ping-pong over TCP (their
+//!   requests go through the ring to the network transport).
+//! - `killed-peer-tcp`: rank 1 dies (`_exit`) while rank 0 streams 4 MiB
+//!   writes from its GPU segment into rank 1's over TCP; rank 0's calls
+//!   fail with an error naming rank 1 within the peer timeout, and rank 0
+//!   terminates cleanly.
 //! - `no-driver`: a GPU segment, bound GPU memory (`segment_bind_gpu`) or
 //!   device context on a host without CUDA fails with `Error::Gpu(NoDriver)`
 //!   and creates nothing; with CUDA, an unknown device fails with
@@ -68,7 +82,7 @@ use std::time::{Duration, Instant};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const SKIP_CODE: i32 = 77;
-const CASES: [&str; 14] = [
+const CASES: [&str; 19] = [
     "no-driver",
     "host-gpu",
     "host-gpu-writer-copies",
@@ -83,6 +97,11 @@ const CASES: [&str; 14] = [
     "kernel-gpu-gpu-device-words",
     "ordering",
     "full-ring",
+    "host-gpu-tcp",
+    "gpu-gpu-tcp",
+    "gpu-gpu-device-words-tcp",
+    "kernel-gpu-gpu-tcp",
+    "killed-peer-tcp",
 ];
 const SEG: SegId = SegId(0);
 const Q: Queue = Queue(0);
@@ -175,6 +194,19 @@ fn gpus() -> Res<u32> {
 }
 
 fn run_case(name: &str) -> Res {
+    // `-tcp`: the same case with every pair over TCP, as between hosts
+    // (the ranks this process starts inherit the variable).
+    let name = match name.strip_suffix("-tcp") {
+        Some(base) => {
+            std::env::set_var("GASPI_TRANSPORT", "tcp");
+            if base == "killed-peer" {
+                gpus()?;
+                return killed_peer();
+            }
+            base
+        }
+        None => name,
+    };
     match name {
         "no-driver" => no_driver(),
         "host-gpu" | "host-gpu-writer-copies" | "host-gpu-device-words" | "host-gpu-gdrcopy" => {
@@ -274,6 +306,70 @@ fn gdrcopy_or_skip() -> Res {
 
 fn start(ranks: u32) -> Res<Gaspi> {
     Ok(Gaspi::init(Config::from_env()?.standalone_ranks(ranks))?)
+}
+
+/// Whether this case runs every pair over TCP (`-tcp` cases).
+fn over_tcp() -> bool {
+    std::env::var("GASPI_TRANSPORT").is_ok_and(|t| t == "tcp")
+}
+
+/// `killed-peer-tcp`: rank 1 dies in the middle of rank 0's stream of
+/// 4 MiB writes from GPU memory over TCP; rank 0's calls fail naming rank
+/// 1 within the peer timeout, never hang, and rank 0 ends cleanly.
+fn killed_peer() -> Res {
+    let n = gpus()?;
+    let g = Gaspi::init(
+        Config::from_env()?
+            .standalone_ranks(2)
+            .peer_timeout(Duration::from_secs(5)),
+    )?;
+    let me = g.rank().0;
+    const SIZE: u64 = 4 << 20;
+    g.segment_create(
+        SEG,
+        2 * SIZE,
+        Memory::Gpu(me % n),
+        Group::ALL,
+        Timeout::Block,
+    )?;
+    g.barrier(Group::ALL, WAIT)?;
+    if me == 1 {
+        // Let a few writes land, then die without a word.
+        let id = g.notify_waitsome(SEG, NotifyId(0), 1, WAIT)?;
+        g.notify_reset(SEG, id)?;
+        std::thread::sleep(Duration::from_millis(20));
+        // SAFETY: ends this process at once, as a crash would.
+        unsafe { libc::_exit(0) };
+    }
+    let start = Instant::now();
+    let mut failed = None;
+    for i in 0..100_000u32 {
+        let r = g
+            .write_notify(SEG, 0, Rank(1), SEG, SIZE, SIZE, NotifyId(0), i + 1, Q)
+            .and_then(|()| g.wait(Q, WAIT));
+        if let Err(e) = r {
+            failed = Some(e);
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    let Some(e) = failed else {
+        return Err("rank 1 died, yet 60 s of writes to it went on without an error".into());
+    };
+    let took = start.elapsed();
+    let text = e.to_string();
+    if e.failed_rank() != Some(Rank(1)) && !text.contains("rank 1") {
+        return Err(format!("the error does not name rank 1: {text}").into());
+    }
+    // No hang at the end either.
+    let _ = g.term();
+    println!(
+        "OK rank 0: writes to the killed rank failed after {:.1} s: {text}",
+        took.as_secs_f64()
+    );
+    Ok(())
 }
 
 fn no_driver() -> Res {
@@ -436,6 +532,22 @@ fn directions(
                 if back != expect {
                     return Err(format!("read of {size} bytes from rank {sender} differs").into());
                 }
+                if over_tcp() {
+                    // read_notify: the local word only after the data.
+                    let back = 2 * MAX + off;
+                    seg.write(back as usize, &vec![0u8; size as usize])?;
+                    g.read_notify(SEG, back, peer, SEG, off, size, NotifyId(200 + round), Q)?;
+                    let id = g.notify_waitsome(SEG, NotifyId(200 + round), 1, WAIT)?;
+                    g.notify_reset(SEG, id)?;
+                    let again: Vec<u8> = seg.read_vec(back as usize, size as usize)?;
+                    if again != expect {
+                        return Err(format!(
+                            "read_notify of {size} bytes from rank {sender}: the notification came before the data"
+                        )
+                        .into());
+                    }
+                    g.wait(Q, WAIT)?;
+                }
                 g.notify(peer, SEG, NotifyId(100 + round), 1, Q)?;
                 g.wait(Q, WAIT)?;
                 checked += 2 * size;
@@ -446,7 +558,8 @@ fn directions(
     // A CPU rank's writes and reads of a GPU segment run in its owner's
     // process exactly when owner copies are on.
     let by_owner = g.statistics().calls_of("owner_copy");
-    let expected = owner_copies && kind(me) == Memory::Host && kind(1 - me) != Memory::Host;
+    let expected =
+        owner_copies && !over_tcp() && kind(me) == Memory::Host && kind(1 - me) != Memory::Host;
     if expected != (by_owner > 0) {
         return Err(format!(
             "rank {me}: {by_owner} requests ran in the owner's process, expected {}",
@@ -518,7 +631,11 @@ fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
     const OUT: u32 = 65_536;
     // Two processes' kernels on one GPU run in turns (time slices of
     // milliseconds, no MPS): fewer rounds there, same checks.
-    let rounds_here: u32 = if n >= 2 { 20_000 } else { 200 };
+    let rounds_here: u32 = match (n >= 2, over_tcp()) {
+        (true, false) => 20_000,
+        (true, true) => 2_000,
+        (false, _) => 200,
+    };
     let g = Gaspi::init(
         Config::from_env()?
             .standalone_ranks(2)

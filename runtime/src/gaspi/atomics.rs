@@ -58,6 +58,15 @@ impl Inner {
                 if !offset.is_multiple_of(8) {
                     return Err(Error::Unaligned { offset });
                 }
+                // Peers' writes still in flight on the apply stream land
+                // first: the atomic must not overtake them.
+                if let Some(device) = s.device() {
+                    let mut acting = self.gpu_apply.acting();
+                    let drained = self.gpu_apply.drain(device, &mut acting.out);
+                    crate::transport::tcp::serve::act_on(self, &mut acting.out);
+                    drop(acting);
+                    drained?;
+                }
                 return s.gpu_atomic(offset, op);
             }
             // SAFETY: offset + 8 <= size was checked just above.

@@ -36,6 +36,11 @@ impl EngineHost for Inner {
             t.progress();
         }
     }
+
+    #[inline]
+    fn gpu_work_pending(&self) -> bool {
+        self.gpu_apply.pending()
+    }
 }
 
 impl WaiterHost for Inner {
@@ -155,7 +160,8 @@ fn handle(
             seg,
             offset,
             len,
-        } => tcp::get(inner, from, token, seg, offset, len),
+            into,
+        } => tcp::get(inner, from, token, seg, offset, len, into),
         Message::Data { token, result } => tcp::data(inner, from, token, result),
         Message::Fence { token } => tcp::fence(inner, from, token),
         Message::Settled {

@@ -395,15 +395,29 @@ impl Gpu {
                 };
                 if r.capabilities().completes_later() {
                     // A rank on another host: the data goes out through
-                    // host memory and the network transport, the
-                    // notification after it on the same connection.
+                    // the pinned chunks and the network transport
+                    // (pipelined, nothing allocated per request), the
+                    // notification on its last frame.
+                    if local.is_gpu() {
+                        return self.network_staging.put(
+                            local,
+                            req.local_offset,
+                            r,
+                            offset,
+                            size,
+                            notification,
+                            Via::INTERNAL,
+                        );
+                    }
                     let mut staged = vec![0u8; size as usize];
                     local.copy_out(req.local_offset, &mut staged)?;
-                    r.put(offset, staged.as_ptr(), staged.len(), Via::INTERNAL)?;
-                    return match notification {
-                        Some((id, value)) => r.notify(id, value, Via::INTERNAL),
-                        None => Ok(()),
-                    };
+                    return r.put_notify(
+                        offset,
+                        staged.as_ptr(),
+                        staged.len(),
+                        notification,
+                        Via::INTERNAL,
+                    );
                 }
                 self.gpu_put(
                     qs,

@@ -26,6 +26,9 @@ pub(crate) struct Gpu {
     pub home: Arc<OnceLock<u32>>,
     /// This rank's inbox and its lanes into peers' (see `owner_copy.rs`).
     pub owner_copies: OwnerCopies,
+    /// Pinned chunks and the pipeline through which GPU memory leaves
+    /// over a network transport (`network_staging.rs`).
+    pub network_staging: super::network_staging::NetworkStaging,
 }
 
 impl Gpu {
@@ -35,6 +38,7 @@ impl Gpu {
             owner_copies: OwnerCopies::new(base.clone()),
             base,
             home: Default::default(),
+            network_staging: Default::default(),
         }
     }
 

@@ -33,6 +33,7 @@
 pub(crate) mod copy_batch;
 pub(crate) mod device_context;
 pub(crate) mod host_driven;
+pub(crate) mod network_staging;
 pub(crate) mod owner_copy;
 pub(crate) mod queue_stream;
 

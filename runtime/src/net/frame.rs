@@ -73,12 +73,16 @@ pub(crate) enum Message {
         value: u32,
     },
     /// "Send me `len` bytes at `offset` of your segment `seg`" (TCP);
-    /// answered with `Data`.
+    /// answered with `Data`. With `into` (my segment and offset), the
+    /// bytes may come instead as a `Put` there, sent from where they lie
+    /// and read straight into place as a write's are, then a `Data` with
+    /// no bytes: a read costs what a write does.
     Get {
         token: u64,
         seg: u8,
         offset: u64,
         len: u64,
+        into: Option<(u8, u64)>,
     },
     /// The bytes a `Get` asked for, or why not.
     Data {
@@ -555,6 +559,7 @@ mod tests {
                 seg: 0,
                 offset: 5,
                 len: 6,
+                into: Some((2, 7)),
             },
             Message::PeerGone {
                 rank: 3,

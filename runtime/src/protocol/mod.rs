@@ -158,7 +158,8 @@ impl Protocol {
     }
 
     /// A put to a segment reached over the network: the transport sends
-    /// the bytes (through a host buffer when they are in GPU memory; from
+    /// the bytes (through pinned chunks, pipelined, when they are in GPU
+    /// memory; from
     /// where they lie when it would rather, `Capabilities::in_place_from`)
     /// and orders the notification after them. Requests to other targets
     /// on the same queue need no order with it.
@@ -173,19 +174,16 @@ impl Protocol {
     ) -> Result<()> {
         let r = to.segment;
         if local.is_gpu() {
-            let mut staged = vec![0u8; size as usize];
-            local.copy_out(local_offset, &mut staged)?;
-            // The staging buffer is handed over whole: what the socket
-            // does not take is sent from it, not copied once more.
-            let src = staged.as_ptr();
-            let keep: crate::net::connection::Keep = Arc::new(staged);
-            return r.put_notify_in_place(
+            // Through pinned chunks, copied out while earlier ones are on
+            // the wire (`gpu/network_staging.rs`).
+            return self.gpu.network_staging.put(
+                local,
+                local_offset,
+                r,
                 to.offset,
-                src,
-                size as usize,
+                size,
                 notify,
                 Via::queue(q.posted()),
-                &keep,
             );
         }
         // SAFETY: local_offset + size was checked against the local

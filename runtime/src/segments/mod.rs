@@ -616,6 +616,19 @@ impl LocalSegment {
         })
     }
 
+    /// The device address of `offset..offset + len` of this GPU segment's
+    /// data, refused (an error, nothing else) outside it or for a host
+    /// segment.
+    pub fn gpu_address(&self, offset: u64, len: usize) -> Result<DevicePtr> {
+        match &self.gpu {
+            Some(g) => self.device_range(g, offset, len),
+            None => Err(Error::Gpu(gpu::GpuError::InvalidArgument(format!(
+                "{} is not in GPU memory",
+                self.id
+            )))),
+        }
+    }
+
     /// Copies from the data at `offset` into `out` (checked by the caller).
     pub fn copy_out(&self, offset: u64, out: &mut [u8]) -> Result<()> {
         match &self.gpu {

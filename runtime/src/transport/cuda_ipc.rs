@@ -302,6 +302,10 @@ impl RemoteSegment for OwnGpuSegment {
         Ok(None)
     }
 
+    fn own_gpu(&self) -> Option<&Arc<LocalSegment>> {
+        Some(&self.0)
+    }
+
     fn gpu_view(&self, home: u32) -> Result<GpuView> {
         let (data, notifications) = self.0.kernel_view(home)?;
         Ok(GpuView {

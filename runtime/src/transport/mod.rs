@@ -343,6 +343,26 @@ pub(crate) trait RemoteSegment: Send + Sync + std::fmt::Debug {
     fn instance(&self) -> u64 {
         0
     }
+    /// This rank's own GPU segment behind this view, if it is one: a
+    /// peer's request into it is applied on a stream
+    /// (`tcp/gpu_apply.rs`) instead of through `put` and `notify`.
+    fn own_gpu(&self) -> Option<&Arc<crate::segments::LocalSegment>> {
+        None
+    }
+    /// [`Self::put_notify_in_place`] of bytes in a buffer of the caller's
+    /// own that `keep` owns (a pinned staging chunk): a transport that
+    /// sends later may always send from it, internal traffic included.
+    fn put_notify_lent(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        keep: &crate::net::connection::Keep,
+    ) -> Result<()> {
+        self.put_notify_in_place(offset, src, len, notify, via, keep)
+    }
 }
 
 /// A transport between hosts that a pair uses in place of TCP (see

@@ -60,8 +60,8 @@ pub use memory::{
 };
 pub use stream::{
     copy_device_to_device, copy_device_to_host, copy_host_to_device, copy_unified,
-    copy_unified_batch, copy_unified_blocking, is_idle, stream_write_u32, stream_write_u32s,
-    synchronize, GpuStream,
+    copy_unified_batch, copy_unified_blocking, is_idle, stream_write_u32, stream_write_u32_batch,
+    stream_write_u32s, synchronize, GpuStream,
 };
 
 use cudarc::driver::{result, sys, DriverError};

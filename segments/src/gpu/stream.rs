@@ -310,6 +310,57 @@ pub unsafe fn stream_write_u32s(
     Ok(())
 }
 
+/// Enqueues up to 32 four-byte writes on `stream` with one driver call
+/// (`cuStreamBatchMemOp`), run in the order given after everything
+/// enqueued before, each behind a memory fence: a small write's data as
+/// values, then its notification, then a completion word, for the price of
+/// one submission and no copy-engine operation.
+///
+/// # Safety
+/// As for [`stream_write_u32`], for every address in `writes`.
+pub unsafe fn stream_write_u32_batch(
+    stream: &GpuStream,
+    writes: &[(DevicePtr, u32)],
+) -> Result<(), GpuError> {
+    const MAX: usize = 32;
+    if writes.len() > MAX {
+        return Err(GpuError::InvalidArgument(format!(
+            "{} stream writes in one batch (at most {MAX})",
+            writes.len()
+        )));
+    }
+    if let Some((dst, _)) = writes.iter().find(|(dst, _)| dst & 3 != 0) {
+        return Err(GpuError::InvalidArgument(format!(
+            "stream_write_u32_batch to unaligned address {dst:#x}"
+        )));
+    }
+    if writes.is_empty() {
+        return Ok(());
+    }
+    stream.ctx.bind()?;
+    // Zeroed unions: the driver reads each one's full size.
+    let mut ops = [sys::CUstreamBatchMemOpParams { pad: [0; 6] }; MAX];
+    for (op, &(address, value)) in ops.iter_mut().zip(writes) {
+        op.writeValue = sys::CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st {
+            operation: sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32,
+            address,
+            __bindgen_anon_1:
+                sys::CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st__bindgen_ty_1 {
+                    value64: u64::from(value),
+                },
+            flags: sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+            alias: 0,
+        };
+    }
+    // SAFETY: the first writes.len() (<= 32) entries of `ops` are
+    // initialised write operations, read by the driver before it returns;
+    // the caller guarantees every address stays writable until the stream
+    // has run the write.
+    unsafe { sys::cuStreamBatchMemOp_v2(stream.raw(), writes.len() as u32, ops.as_mut_ptr(), 0) }
+        .result()
+        .map_err(GpuError::cuda("cuStreamBatchMemOp"))
+}
+
 /// Whether everything enqueued on `stream` so far has finished
 /// (`cuStreamQuery`); never waits. A CPU store may then stand in for a
 /// stream-ordered write: nothing enqueued is left for it to overtake.

@@ -38,6 +38,7 @@
 //! not read (`net/connection.rs`) for as long as the peer lives; writes have no
 //! timeout to keep. A dead peer fails it at once, naming the peer.
 
+pub(crate) mod gpu_apply;
 pub(crate) mod serve;
 
 use super::{Capabilities, Completion, GpuView, RemoteSegment, Transport, Via};
@@ -262,6 +263,19 @@ impl RemoteSegment for TcpSegment {
         self.send_put(offset, src, len, notify, via, lent)
     }
 
+    fn put_notify_lent(
+        &self,
+        offset: u64,
+        src: *const u8,
+        len: usize,
+        notify: Option<(u32, u32)>,
+        via: Via<'_>,
+        keep: &Keep,
+    ) -> Result<()> {
+        // The caller's own buffer, kept by `keep` until sent: always lent.
+        self.send_put(offset, src, len, notify, via, Some(keep))
+    }
+
     fn notify(&self, id: u32, value: u32, via: Via<'_>) -> Result<()> {
         let inner = self.inner()?;
         let msg = Message::Notify {
@@ -288,6 +302,7 @@ impl RemoteSegment for TcpSegment {
                 seg: self.seg,
                 offset: offset + at as u64,
                 len: n as u64,
+                into: None,
             };
             let got = inner
                 .peers
@@ -332,11 +347,14 @@ impl RemoteSegment for TcpSegment {
                     len: n,
                 },
             );
+            // Answered with a `Put` into `into`, read straight into place
+            // (or with the bytes, where the owner would rather).
             let msg = Message::Get {
                 token,
                 seg: self.seg,
                 offset: offset + at as u64,
                 len: n as u64,
+                into: Some((into.id.0, into_offset + at as u64)),
             };
             if let Err(e) = self.send_counted(&inner, &msg, via, "read") {
                 inner.posted_reads.remove(token);

@@ -12,6 +12,7 @@
 //! answered with its reason, which the sender's next `wait` on that queue
 //! returns as `Error::Refused` naming this rank.
 
+use super::gpu_apply::{Finished, GpuApply, Then};
 use super::PostedRead;
 use super::PostedReads;
 use crate::model::error::Error;
@@ -42,6 +43,76 @@ pub(crate) trait TcpHost {
     /// A waiter left answers owed to a peer in its stash: the progress
     /// engine is to send them if nobody else does.
     fn owed_answers(&self);
+    /// The apply streams of this rank's GPU segments (`gpu_apply.rs`).
+    fn gpu_apply(&self) -> &Arc<GpuApply>;
+}
+
+/// Acts on requests the GPU apply streams finished: answers them, wakes
+/// the CPU waiters of the words they set.
+pub(crate) fn act_on(inner: &impl TcpHost, finished: &mut Vec<Finished>) {
+    // One `Settled` frame per peer for all it is owed.
+    let mut owed: Vec<(Rank, Settles)> = Vec::new();
+    for f in finished.drain(..) {
+        match f.then {
+            Then::Settle { from, queue, wake } => {
+                if wake {
+                    f.segment.notifications.signal();
+                }
+                if let Some(q) = queue {
+                    match owed.iter_mut().find(|(r, _)| *r == from) {
+                        Some((_, s)) => s.add(q),
+                        None => {
+                            let mut s = Settles::default();
+                            s.add(q);
+                            owed.push((from, s));
+                        }
+                    }
+                }
+            }
+            Then::Reply { from, token, .. } => {
+                let bytes = f.data.unwrap_or_default();
+                let _ = inner.peers().send(
+                    from,
+                    &Message::Data {
+                        token,
+                        result: Ok(serde_bytes::ByteBuf::from(bytes)),
+                    },
+                );
+            }
+            Then::Local {
+                owner,
+                queue,
+                notify,
+            } => {
+                let failure = notify.and_then(|(id, value)| {
+                    set_local_word(&f.segment, id, value)
+                        .err()
+                        .map(|e| Error::Refused {
+                            rank: inner.rank(),
+                            reason: format!("setting the read notification: {e}"),
+                        })
+                });
+                settle_local(inner, owner, queue, failure);
+            }
+            Then::Nothing => {}
+        }
+    }
+    for (from, mut s) in owed {
+        s.flush(inner, from);
+    }
+}
+
+/// Answers what the GPU apply streams finished (one load when nothing is
+/// in flight): called by whoever reads connections.
+pub(crate) fn complete_gpu_applies(inner: &impl TcpHost) {
+    if !inner.gpu_apply().pending() {
+        return;
+    }
+    let Some(mut acting) = inner.gpu_apply().try_acting() else {
+        return; // another thread is at it
+    };
+    inner.gpu_apply().finished(&mut acting.out);
+    act_on(inner, &mut acting.out);
 }
 
 type Outcome<T = ()> = std::result::Result<T, String>;
@@ -146,11 +217,28 @@ pub(crate) fn put(inner: &impl TcpHost, from: Rank, put: &PutRef<'_>, settles: &
         data,
         notify,
     } = *put;
+    let mut acting = None;
     let outcome = (|| {
         let s = own_segment(inner, seg)?;
         check_range(&*s, seg, offset, data.len() as u64)?;
         if let Some((id, value)) = notify {
             check_word(&*s, seg, id, value)?;
+        }
+        if let Some(local) = s.own_gpu() {
+            // Enqueued on the GPU apply stream, answered when it ran.
+            let then = Then::Settle {
+                from,
+                queue,
+                wake: notify.is_some(),
+            };
+            let a = acting.insert(inner.gpu_apply().acting());
+            let queued = inner
+                .gpu_apply()
+                .put(local, offset, data, notify, then, &mut a.out)
+                .map_err(|e| e.to_string())?;
+            if queued {
+                return Ok(true);
+            }
         }
         s.put(offset, data.as_ptr(), data.len(), Via::INTERNAL)
             .map_err(|e| e.to_string())?;
@@ -158,9 +246,15 @@ pub(crate) fn put(inner: &impl TcpHost, from: Rank, put: &PutRef<'_>, settles: &
             s.notify(id, value, Via::INTERNAL)
                 .map_err(|e| e.to_string())?;
         }
-        Ok(())
+        Ok(false)
     })();
-    settle(inner, from, queue, outcome, "write", settles);
+    if let Some(mut a) = acting {
+        act_on(inner, &mut a.out);
+    }
+    match outcome {
+        Ok(true) => {}
+        other => settle(inner, from, queue, other.map(|_| ()), "write", settles),
+    }
 }
 
 /// A peer's `Notify`.
@@ -173,33 +267,174 @@ pub(crate) fn notify(
     value: u32,
     settles: &mut Settles,
 ) {
+    let mut acting = None;
     let outcome = (|| {
         let s = own_segment(inner, seg)?;
         check_word(&*s, seg, id, value)?;
+        if let Some(local) = s.own_gpu() {
+            // Behind the writes still in flight on the apply stream.
+            let then = Then::Settle {
+                from,
+                queue,
+                wake: true,
+            };
+            let a = acting.insert(inner.gpu_apply().acting());
+            let queued = inner
+                .gpu_apply()
+                .notify(local, id, value, then, &mut a.out)
+                .map_err(|e| e.to_string())?;
+            if queued {
+                return Ok(true);
+            }
+        }
         s.notify(id, value, Via::INTERNAL)
             .map_err(|e| e.to_string())
+            .map(|()| false)
     })();
-    settle(inner, from, queue, outcome, "notification", settles);
+    if let Some(mut a) = acting {
+        act_on(inner, &mut a.out);
+    }
+    match outcome {
+        Ok(true) => {}
+        other => settle(
+            inner,
+            from,
+            queue,
+            other.map(|_| ()),
+            "notification",
+            settles,
+        ),
+    }
 }
 
-/// A peer's `Get`: answered with the bytes or the reason.
-pub(crate) fn get(inner: &impl TcpHost, from: Rank, token: u64, seg: u8, offset: u64, len: u64) {
+/// A peer's `Get`: answered with the bytes or the reason; with `into`, a
+/// read of host memory is answered with a `Put` of the bytes into the
+/// reader's segment, sent from where they lie (the reader reads it
+/// straight into place), then a `Data` with no bytes.
+pub(crate) fn get(
+    inner: &impl TcpHost,
+    from: Rank,
+    token: u64,
+    seg: u8,
+    offset: u64,
+    len: u64,
+    into: Option<(u8, u64)>,
+) {
+    if let Some((into_seg, into_offset)) = into {
+        if len > 0
+            && len <= super::PIECE as u64
+            && get_as_put(
+                inner,
+                from,
+                token,
+                (seg, offset, len),
+                (into_seg, into_offset),
+            )
+        {
+            return;
+        }
+    }
+    let mut acting = None;
     let result = (|| {
         let s = own_segment(inner, seg)?;
         check_range(&*s, seg, offset, len)?;
         if len > super::PIECE as u64 {
             return Err(format!("a read of {len} bytes in one request"));
         }
+        if let Some(local) = s.own_gpu() {
+            // Copied out on the apply stream after the writes before it;
+            // answered when it ran.
+            let a = acting.insert(inner.gpu_apply().acting());
+            let queued = inner
+                .gpu_apply()
+                .get(local, offset, len as usize, from, token, &mut a.out)
+                .map_err(|e| e.to_string())?;
+            if queued {
+                return Ok(None);
+            }
+        }
         let mut bytes = vec![0u8; len as usize];
         s.get(offset, bytes.as_mut_ptr(), bytes.len())
             .map_err(|e| e.to_string())?;
-        Ok(serde_bytes::ByteBuf::from(bytes))
+        Ok(Some(serde_bytes::ByteBuf::from(bytes)))
     })();
+    if let Some(mut a) = acting {
+        act_on(inner, &mut a.out);
+    }
+    let result = match result {
+        Ok(None) => return,
+        Ok(Some(bytes)) => Ok(bytes),
+        Err(e) => Err(e),
+    };
     let _ = inner.peers().send(from, &Message::Data { token, result });
 }
 
-/// A peer's `Fence`: answered after everything it sent before.
+/// Sends the `len` bytes at `offset` of host segment `seg` to `from` as a
+/// `Put` into its segment `into_seg` at `into_offset`, from where they lie
+/// (the segment kept mapped until sent), and the empty `Data` answer to
+/// `token` behind it; false when the segment is not
+/// host memory mapped here or the range is wrong (the caller answers the
+/// usual way, which reports it).
+fn get_as_put(
+    inner: &impl TcpHost,
+    from: Rank,
+    token: u64,
+    (seg, offset, len): (u8, u64, u64),
+    (into_seg, into_offset): (u8, u64),
+) -> bool {
+    let Ok(s) = own_segment(inner, seg) else {
+        return false;
+    };
+    if check_range(&*s, seg, offset, len).is_err() {
+        return false;
+    }
+    let Some(direct) = s.host_direct() else {
+        return false;
+    };
+    // SAFETY: offset + len lies in the segment (checked), mapped here
+    // while `s` lives; the Arc lent with the frame keeps it so until sent.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(direct.data.add(offset as usize), len as usize) };
+    let (head, n) =
+        crate::net::frame::encode_put_head(None, into_seg, into_offset, len as usize, None);
+    let keep: crate::net::connection::Keep = Arc::new(s.clone());
+    // `lent` covers the last part only: the bytes, not an answer
+    // encoded here, which goes in a send of its own.
+    if inner
+        .peers()
+        .send_parts_by(
+            from,
+            &[&head[..n], bytes],
+            Urgency::Now,
+            "read answer",
+            Some(&keep),
+        )
+        .is_err()
+    {
+        return false;
+    }
+    let answer = Message::Data {
+        token,
+        result: Ok(serde_bytes::ByteBuf::new()),
+    };
+    let _ = inner.peers().send(from, &answer);
+    true
+}
+
+/// A peer's `Fence`: answered after everything it sent before (reads of
+/// GPU segments still in flight on an apply stream are answered first).
 pub(crate) fn fence(inner: &impl TcpHost, from: Rank, token: u64) {
+    // The turn is held through the answer: no read's data taken as
+    // finished by another thread is still unsent when it goes.
+    let _acting = inner.gpu_apply().pending().then(|| {
+        let mut acting = inner.gpu_apply().acting();
+        let drained = inner.gpu_apply().drain_all(&mut acting.out);
+        act_on(inner, &mut acting.out);
+        if let Err(e) = drained {
+            tracing::warn!("draining the GPU apply streams before {from}'s fence: {e}");
+        }
+        acting
+    });
     let _ = inner.peers().send(
         from,
         &Message::Reply {
@@ -228,6 +463,63 @@ pub(crate) fn data(
             offset,
             len,
         } => {
+            if len > 0 && result.as_ref().is_ok_and(|b| b.is_empty()) {
+                // The bytes came as a `Put` into place before this answer
+                // (`get_as_put`); into GPU memory, they may still be on
+                // the apply stream.
+                if into.is_gpu() {
+                    let mut acting = inner.gpu_apply().acting();
+                    let then = Then::Local {
+                        owner,
+                        queue: Some(queue),
+                        notify: None,
+                    };
+                    let queued = inner.gpu_apply().after(&into, then, &mut acting.out);
+                    act_on(inner, &mut acting.out);
+                    drop(acting);
+                    if let Ok(true) = queued {
+                        return;
+                    }
+                }
+                settle_local(inner, owner, Some(queue), None);
+                return;
+            }
+            if into.is_gpu() {
+                if let Ok(bytes) = &result {
+                    if bytes.len() == len {
+                        // Into GPU memory on the apply stream; settled
+                        // when it ran.
+                        let mut acting = inner.gpu_apply().acting();
+                        let then = Then::Local {
+                            owner,
+                            queue: Some(queue),
+                            notify: None,
+                        };
+                        let queued = inner.gpu_apply().put(
+                            &into,
+                            offset,
+                            bytes,
+                            None,
+                            then,
+                            &mut acting.out,
+                        );
+                        act_on(inner, &mut acting.out);
+                        drop(acting);
+                        match queued {
+                            Ok(true) => return,
+                            Ok(false) => {}
+                            Err(e) => {
+                                let failure = Some(Error::Refused {
+                                    rank: owner,
+                                    reason: format!("copying the data in: {e}"),
+                                });
+                                settle_local(inner, owner, Some(queue), failure);
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
             let outcome = match result {
                 Ok(bytes) if bytes.len() == len => into
                     .copy_in(offset, &bytes)
@@ -259,9 +551,22 @@ pub(crate) fn fence_answered(inner: &impl TcpHost, token: u64) -> bool {
     else {
         return false;
     };
-    let failure = seg
-        .notifications
-        .set(id, value)
+    if seg.is_gpu() {
+        // After the reads' data still in flight on the apply stream.
+        let mut acting = inner.gpu_apply().acting();
+        let then = Then::Local {
+            owner,
+            queue,
+            notify: Some((id, value)),
+        };
+        let queued = inner.gpu_apply().after(&seg, then, &mut acting.out);
+        act_on(inner, &mut acting.out);
+        drop(acting);
+        if let Ok(true) = queued {
+            return true;
+        }
+    }
+    let failure = set_local_word(&seg, id, value)
         .err()
         .map(|e| Error::Refused {
             rank: inner.rank(),
@@ -269,6 +574,25 @@ pub(crate) fn fence_answered(inner: &impl TcpHost, token: u64) -> bool {
         });
     settle_local(inner, owner, queue, failure);
     true
+}
+
+/// Sets notification `id` of this rank's segment `seg` where its waiters
+/// look: the words in GPU memory when it has them (a stream write), else
+/// the area's (a store and a wake).
+fn set_local_word(
+    seg: &crate::segments::LocalSegment,
+    id: u32,
+    value: u32,
+) -> std::result::Result<(), String> {
+    match &seg.device_words {
+        Some(words) => {
+            seg.notifications
+                .check_set(id, value)
+                .map_err(|e| e.to_string())?;
+            words.set(id, value).map_err(|e| e.to_string())
+        }
+        None => seg.notifications.set(id, value).map_err(|e| e.to_string()),
+    }
 }
 
 fn settle_local(inner: &impl TcpHost, owner: Rank, queue: Option<u32>, failure: Option<Error>) {
@@ -367,10 +691,13 @@ pub(crate) type Connection = crate::net::reader::Connection<DirectPut>;
 /// segment rather than into the frame buffer first.
 pub(crate) const DIRECT_MIN: usize = 64 * 1024;
 
-/// A peer's large `Put` into a host segment of this rank, whose data is
-/// being read from the socket straight into the segment: the copy from a
-/// frame buffer into the segment, a memory pass over every byte that kept
-/// the reader from the socket meanwhile, is not made. Everything is checked
+/// A peer's large `Put` into a segment of this rank, whose data is being
+/// read from the socket straight into place: into the segment when it is
+/// host memory mapped here (the copy from a frame buffer into the
+/// segment, a memory pass over every byte that kept the reader from the
+/// socket meanwhile, is not made), into the pinned staging of the GPU
+/// apply stream when it is GPU memory, handed to the copy engine chunk by
+/// chunk while the rest arrives (`gpu_apply.rs`). Everything is checked
 /// from the frame's head before a byte lands, as for any write; the
 /// notification is set once the data is all in.
 #[derive(Debug)]
@@ -381,18 +708,22 @@ pub(crate) struct DirectPut {
     /// Next byte to read into, and how many are still to come.
     at: *mut u8,
     left: usize,
+    /// Into a GPU segment: the staging and its pipeline.
+    gpu: Option<super::gpu_apply::DirectGpu>,
 }
 
 // SAFETY: `at` points into the data of `segment`'s mapping, which the Arc
-// keeps mapped; only the holder of the connection's read state (one thread
-// at a time, behind its mutex) writes through it.
+// keeps mapped, or into the staging `gpu` holds reserved; only the holder
+// of the connection's read state (one thread at a time, behind its mutex)
+// writes through it.
 unsafe impl Send for DirectPut {}
 
 impl DirectPut {
     /// A direct read of the `Put` whose head is `head` and of whose data
     /// `have` (at most `head.len` bytes) arrived already; `None` when the
     /// write is small, or refused (then it goes the buffered way, which
-    /// answers the refusal), or not into host memory mapped here.
+    /// answers the refusal), or into memory neither mapped here nor a GPU
+    /// segment of this rank.
     pub(crate) fn start(
         inner: &impl TcpHost,
         head: crate::net::frame::PutHead,
@@ -406,27 +737,66 @@ impl DirectPut {
         if let Some((id, value)) = head.notify {
             check_word(&*segment, head.seg, id, value).ok()?;
         }
-        let data = segment.host_direct()?.data;
-        // SAFETY: offset + len lies within the segment (checked above),
-        // which is mapped here for its size while `segment` lives; `have`
-        // is another buffer (the connection's frame buffer).
-        let at = unsafe {
-            let dst = data.add(head.offset as usize);
-            std::ptr::copy_nonoverlapping(have.as_ptr(), dst, have.len());
-            dst.add(have.len())
+        let (data, mut gpu) = match segment.host_direct() {
+            Some(direct) => {
+                // SAFETY: offset + len lies within the segment (checked
+                // above), mapped here for its size while `segment` lives.
+                (unsafe { direct.data.add(head.offset as usize) }, None)
+            }
+            None => {
+                let local = segment.own_gpu()?;
+                let mut acting = inner.gpu_apply().acting();
+                let d =
+                    inner
+                        .gpu_apply()
+                        .start_direct(local, head.offset, head.len, &mut acting.out);
+                act_on(inner, &mut acting.out);
+                drop(acting);
+                let d = d?;
+                (d.staging(), Some(d))
+            }
         };
+        // SAFETY: `data` is valid for head.len bytes (the segment's range
+        // or the staging reserved for them); `have` is another buffer
+        // (the connection's frame buffer), at most head.len bytes.
+        let at = unsafe {
+            std::ptr::copy_nonoverlapping(have.as_ptr(), data, have.len());
+            data.add(have.len())
+        };
+        if let Some(g) = &mut gpu {
+            g.arrived(have.len()).ok()?;
+        }
         Some(DirectPut {
             head,
             at,
             left: head.len - have.len(),
             segment,
+            gpu,
         })
     }
 
     /// The data is in: sets the notification, if any, and answers the
     /// write.
-    pub(crate) fn finish(self, inner: &impl TcpHost, from: Rank, settles: &mut Settles) {
+    pub(crate) fn finish(mut self, inner: &impl TcpHost, from: Rank, settles: &mut Settles) {
         debug_assert_eq!(self.left, 0);
+        if let Some(g) = self.gpu.take() {
+            let then = Then::Settle {
+                from,
+                queue: self.head.queue,
+                wake: self.head.notify.is_some(),
+            };
+            if let Err(e) = g.finish(self.head.notify, then) {
+                settle(
+                    inner,
+                    from,
+                    self.head.queue,
+                    Err(e.to_string()),
+                    "write",
+                    settles,
+                );
+            }
+            return;
+        }
         let outcome = match self.head.notify {
             Some((id, value)) => self
                 .segment
@@ -444,13 +814,14 @@ impl crate::net::reader::DirectRead for DirectPut {
         self.left
     }
 
-    /// Reads what `socket` has of the data into the segment.
+    /// Reads what `socket` has of the data into place.
     fn read_from(&mut self, socket: &std::net::TcpStream) -> std::io::Result<usize> {
         use std::os::fd::AsRawFd;
         // SAFETY: `at` is valid for writes of `left` bytes (start() and the
         // updates below keep it inside the checked range of the mapped
-        // segment); read(2) writes at most that many. Raw memory, not a
-        // Rust reference: other processes may access the segment.
+        // segment, or of the reserved staging); read(2) writes at most that
+        // many. Raw memory, not a Rust reference: other processes may
+        // access the segment.
         let n = unsafe { libc::read(socket.as_raw_fd(), self.at.cast(), self.left) };
         if n < 0 {
             return Err(std::io::Error::last_os_error());
@@ -459,6 +830,10 @@ impl crate::net::reader::DirectRead for DirectPut {
         // SAFETY: n <= left, so `at` stays within the range.
         self.at = unsafe { self.at.add(n) };
         self.left -= n;
+        if let Some(g) = &mut self.gpu {
+            g.arrived(self.head.len - self.left)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
         Ok(n)
     }
 }
