@@ -10,8 +10,9 @@
 #   ping-pong between the same namespaces measured in the same job);
 # - NCCL's send/recv of GPU tensors over its socket transport
 #   (bench/peers/nccl_sendrecv.py, torch from the machine's Python);
-# - write bandwidth: host segments (`write-bw`, with the raw TCP stream)
-#   and GPU to GPU (`gpu-bw`), 1 and 4 MiB;
+# - write bandwidth: host segments (`write-bw`, with the raw TCP stream),
+#   GPU to GPU (`gpu-bw`) and CPU to GPU (`host-gpu-bw`), 1 and 4 MiB;
+# - reads beside writes of host segments (`read-bw`), 8 B to 4 MiB;
 # - the mixed job: `matvec --mode gpu` and `--mode host` across ga and gb,
 #   and `matvec --gpus 2` with one CPU rank in ga feeding GPU ranks in gb
 #   and gc (each over its own link), batches 7680 and 15360.
@@ -76,14 +77,20 @@ job() {
     [ $rc -eq 0 ] || tail -5 "$OUT/$name-r0-$run.txt" "$OUT/$name-r1-$run.txt" 2>/dev/null
 }
 PY=${PYTHON:-python3}
+NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 nccl() {
+    # NCCL refuses two ranks on one GPU (and waits for the peer meanwhile).
+    if [ "$NGPUS" -lt 2 ]; then
+        echo "nccl run $run: skipped, one GPU"
+        return
+    fi
     port=$((port + 1))
     local common="MASTER_ADDR=10.99.0.1 MASTER_PORT=$port WORLD_SIZE=2 NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket"
     ipc netns exec gb env $common RANK=1 LOCAL_GPU=1 NCCL_SOCKET_IFNAME=vb \
-        timeout 300 $PY "$B/nccl_sendrecv.py" "$SIZES" > "$OUT/nccl-r1-$run.txt" 2>&1 &
+        timeout ${NCCL_T:-150} $PY "$B/nccl_sendrecv.py" "$SIZES" > "$OUT/nccl-r1-$run.txt" 2>&1 &
     local p1=$!
     ipc netns exec ga env $common RANK=0 LOCAL_GPU=0 NCCL_SOCKET_IFNAME=va \
-        timeout 300 $PY "$B/nccl_sendrecv.py" "$SIZES" > "$OUT/nccl-r0-$run.txt" 2>&1
+        timeout ${NCCL_T:-150} $PY "$B/nccl_sendrecv.py" "$SIZES" > "$OUT/nccl-r0-$run.txt" 2>&1
     local rc=$?
     wait $p1
     grep -E '^\{' "$OUT/nccl-r0-$run.txt" | sed "s/^{/{\"case\":\"nccl\",\"run\":$run,/" >> "$J"
@@ -97,9 +104,14 @@ for run in $(seq "$RUNS"); do
     nccl
     job write-bw 2 "$B/gaspi-bench" --json write-bw --sizes 1048576,4194304
     job gpu-bw 2 "$B/gaspi-bench" --json gpu-bw --sizes 1048576,4194304
+    job host-gpu-bw 2 "$B/gaspi-bench" --json host-gpu-bw --sizes 1048576,4194304
+    job read-bw 2 "$B/gaspi-bench" --json read-bw --sizes $SIZES
     if [ -x "$B/matvec" ]; then
         job matvec-gpu 2 "$B/matvec" --mode gpu --json --seconds 1 --batch 7680,15360
         job matvec-host 2 "$B/matvec" --mode host --json --seconds 1 --batch 7680,15360
+        # The same job with rank 1's work a CPU loop: what the network
+        # path alone allows, without GPU memory at either end.
+        job matvec-cpu 2 "$B/matvec" --mode cpu --json --seconds 1 --batch 7680,15360
         job matvec-2gpu-nodes 3 "$B/matvec" --gpus 2 --json --seconds 1 --batch 7680,15360
     fi
 done

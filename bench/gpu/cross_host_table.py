@@ -72,7 +72,14 @@ def main():
                 put("bw raw TCP stream", size, r.get("ref_gbps"))
         elif case == "gpu-bw" and bench == "gpu-bw":
             put("bw ours GPU to GPU", size, r.get("gbps"))
-        elif case in ("matvec-gpu", "matvec-host") and "batch" in r:
+        elif case == "host-gpu-bw" and bench == "host-gpu-bw":
+            put("bw ours CPU to GPU", size, r.get("gbps"))
+        elif case == "read-bw" and bench == "read-bw":
+            put("read/write time, windows of 16", size, r.get("ratio"))
+        elif case == "read-bw" and bench == "read-one":
+            put("read/write time, one request", size, r.get("ratio"))
+            put("read, one request (us)", size, r.get("median_us"))
+        elif case in ("matvec-gpu", "matvec-host", "matvec-cpu") and "batch" in r:
             put(f"{case} M vectors/s", r["batch"], r.get("mvecs_per_s"))
             put(f"{case} max rel err", r["batch"], r.get("max_rel_err"))
         elif case == "matvec-2gpu-nodes" and r.get("mode") == "gpu-multi":
@@ -85,6 +92,10 @@ def main():
     print("| | " + " | ".join(str(s) for s in SIZES) + " |")
     print("|---|" + "---|" * len(SIZES))
     for name in lat:
+        if name in rows:
+            print(f"| {name} | " + " | ".join(fmt(rows[name].get(s, [])) for s in SIZES) + " |")
+    print("\n## Reads of host segments beside writes, same run (read time / write time)")
+    for name in ("read/write time, windows of 16", "read/write time, one request", "read, one request (us)"):
         if name in rows:
             print(f"| {name} | " + " | ".join(fmt(rows[name].get(s, [])) for s in SIZES) + " |")
     print("\n## Bandwidth across two namespaces (GB/s)")
@@ -114,6 +125,11 @@ def main():
         g, h = m("bw ours GPU to GPU", s), m("bw ours host segments", s)
         if g is not None and h is not None:
             print(f"GPU-to-GPU bandwidth {s} B: {g:.3g} GB/s = {g / h:.3f} of host segments' {h:.3g} (goal >= 0.9): {'met' if g / h >= 0.9 else 'NOT met'}")
+    for s in SIZES:
+        for name in ("read/write time, windows of 16", "read/write time, one request"):
+            v = m(name, s)
+            if v is not None:
+                print(f"{name} {s} B: {v:.3f} (goal <= 1.1): {'met' if v <= 1.1 else 'NOT met'}")
     raw = m("bw raw TCP stream", 4194304) or m("bw raw TCP stream", 1048576)
     if raw:
         ceiling = raw * 1e9 / 128 / 1e6

@@ -397,27 +397,36 @@ fn get_as_put(
         unsafe { std::slice::from_raw_parts(direct.data.add(offset as usize), len as usize) };
     let (head, n) =
         crate::net::frame::encode_put_head(None, into_seg, into_offset, len as usize, None);
-    let keep: crate::net::connection::Keep = Arc::new(s.clone());
-    // `lent` covers the last part only: the bytes, not an answer
-    // encoded here, which goes in a send of its own.
-    if inner
-        .peers()
-        .send_parts_by(
-            from,
-            &[&head[..n], bytes],
-            Urgency::Now,
-            "read answer",
-            Some(&keep),
-        )
-        .is_err()
-    {
-        return false;
-    }
     let answer = Message::Data {
         token,
         result: Ok(serde_bytes::ByteBuf::new()),
     };
-    let _ = inner.peers().send(from, &answer);
+    let Ok(answer) = crate::net::frame::encode(&answer) else {
+        return false;
+    };
+    let peers = inner.peers();
+    if len < DIRECT_MIN as u64 {
+        // Small: the write and its answer in one system call (what the
+        // socket does not take is copied, as for any small frame).
+        let sent = peers.send_parts_by(
+            from,
+            &[&head[..n], bytes, &answer],
+            Urgency::Now,
+            "read answer",
+            None,
+        );
+        return sent.is_ok();
+    }
+    // Large: the bytes lent from the segment (`lent` covers the last part
+    // only), then the answer in a send of its own.
+    let keep: crate::net::connection::Keep = Arc::new(s.clone());
+    if peers
+        .send_parts_by(from, &[&head[..n], bytes], Urgency::Now, "read answer", Some(&keep))
+        .is_err()
+    {
+        return false;
+    }
+    let _ = peers.send_frame_by(from, &answer, Urgency::Now, "read answer");
     true
 }
 
