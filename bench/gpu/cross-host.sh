@@ -97,6 +97,16 @@ nccl() {
     echo "nccl run $run: rc $rc"
     [ $rc -eq 0 ] || tail -5 "$OUT/nccl-r0-$run.txt"
 }
+# Raw TCP both ways at once (the matvec job moves as many bytes back).
+duplex() {
+    port=$((port + 1))
+    ipc netns exec gb timeout 30 python3 "$B/tcp_duplex.py" serve $port 2 > /dev/null 2>&1 &
+    local p=$!
+    ipc netns exec ga timeout 30 python3 "$B/tcp_duplex.py" connect 10.99.0.2 $port 2 2>&1 \
+        | grep -E '^\{' | sed "s/^{/{\"case\":\"duplex\",\"run\":$run,/" >> "$J"
+    wait $p
+    echo "duplex run $run: $(tail -1 "$J" | cut -c1-160)"
+}
 SIZES=8,4096,65536,1048576,4194304
 for run in $(seq "$RUNS"); do
     job gpu-pingpong 2 "$B/gaspi-bench" --json gpu-pingpong --device-driven --sizes $SIZES
@@ -106,6 +116,7 @@ for run in $(seq "$RUNS"); do
     job gpu-bw 2 "$B/gaspi-bench" --json gpu-bw --sizes 1048576,4194304
     job host-gpu-bw 2 "$B/gaspi-bench" --json host-gpu-bw --sizes 1048576,4194304
     job read-bw 2 "$B/gaspi-bench" --json read-bw --sizes $SIZES
+    duplex
     if [ -x "$B/matvec" ]; then
         job matvec-gpu 2 "$B/matvec" --mode gpu --json --seconds 1 --batch 7680,15360
         job matvec-host 2 "$B/matvec" --mode host --json --seconds 1 --batch 7680,15360

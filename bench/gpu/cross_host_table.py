@@ -66,6 +66,8 @@ def main():
         elif case == "nccl":
             put("NCCL send/recv (socket)", size, r.get("median_us"))
             put("bw NCCL send stream", size, r.get("gbps_median"))
+        elif case == "duplex":
+            put("bw raw TCP both ways at once (sum)", 0, r.get("total_gbps"))
         elif case == "write-bw" and bench == "write-bw":
             put("bw ours host segments", size, r.get("gbps"))
             if r.get("ref_name") == "raw-tcp-stream":
@@ -100,6 +102,9 @@ def main():
             print(f"| {name} | " + " | ".join(fmt(rows[name].get(s, [])) for s in SIZES) + " |")
     print("\n## Bandwidth across two namespaces (GB/s)")
     for name in sorted(k for k in rows if k.startswith("bw ")):
+        if 0 in rows[name]:
+            print(f"| {name[3:]} | {fmt(rows[name][0])} |")
+            continue
         print(f"| {name[3:]} | " + " | ".join(f"{s}: {fmt(rows[name].get(s, []))}" for s in (1048576, 4194304)) + " |")
     print("\n## The mixed job (M vectors/s at batch 7680 / 15360)")
     for name in sorted(k for k in rows if k.startswith("matvec")):
@@ -137,6 +142,13 @@ def main():
             v = m("matvec-gpu M vectors/s", b)
             if v is not None:
                 print(f"mixed job batch {b}: {v:.3g} M vectors/s = {v / ceiling:.3f} of the link ceiling {ceiling:.3g} (raw TCP stream {raw:.3g} GB/s / 128 B; goal >= 0.8): {'met' if v / ceiling >= 0.8 else 'NOT met'}")
+    duplex = m("bw raw TCP both ways at once (sum)", 0)
+    if duplex:
+        ceiling2 = duplex * 1e9 / 256 / 1e6
+        for b in (7680, 15360):
+            v = m("matvec-gpu M vectors/s", b)
+            if v is not None:
+                print(f"mixed job batch {b}: {v:.3g} M vectors/s = {v / ceiling2:.3f} of the both-ways ceiling {ceiling2:.3g} (raw TCP both ways at once {duplex:.3g} GB/s / 256 B: 128 in, 128 back)")
     for b in (7680, 15360):
         one = m("matvec 1 CPU node -> 1 GPU node(s) M vectors/s", b)
         two = m("matvec 1 CPU node -> 2 GPU node(s) M vectors/s", b)
