@@ -28,12 +28,14 @@
 //! which a GPU store cannot interrupt (decision 0010).
 
 use super::host_driven::Gpu;
+use super::network_staging::StagedPut;
 use super::queue_stream::QueueStream;
 use crate::model::error::{Error, Result, Side};
 use crate::model::ids::{NotifyId, Rank, SegId};
+use crate::segments::LocalSegment;
 use crate::transport::tables::Tables;
 use crate::transport::tables::{check_notification, lookup_remote};
-use crate::transport::Via;
+use crate::transport::{RemoteSegment, Via};
 use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};
 use gaspi_segments::gpu::{self, GpuContext, GpuMemory, PinnedHostMemory};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -357,42 +359,74 @@ impl Gpu {
         )))
     }
 
-    /// Carries out one ring request, checked like a host call.
-    fn serve_request(&self, qs: &QueueStream, req: &Request) -> Result<()> {
+    /// The checked ends of a ring `write` / `write_notify`: the local
+    /// segment, the remote one, the notification (of a `write_notify`).
+    fn checked_write<'t>(&self, tables: &'t Tables, req: &Request) -> Result<CheckedWrite<'t>> {
         let rank = Rank(req.target_rank);
         self.base.check_peer(rank)?;
         let remote_seg = ring_seg(req.remote_segment)?;
-        let tables = self.base.tables.load();
         let max = self.base.config.segment_max;
-        // Write-notify and notify end in a notification of the remote segment.
-        let notifiable = |r| {
-            let id = NotifyId(req.notification_id);
-            check_notification(r, rank, remote_seg, id, req.value).map(|()| r)
-        };
+        let local_seg = ring_seg(req.local_segment)?;
+        self.base.check_size(req.size)?;
+        self.base.check_seg_id(local_seg)?;
+        let local = tables.local[local_seg.0 as usize]
+            .as_deref()
+            .ok_or(Error::UnknownSegment {
+                rank: self.base.rank,
+                seg: local_seg,
+            })?;
+        local.check(Side::Local, self.base.rank, req.local_offset, req.size)?;
+        let r = lookup_remote(tables, rank, remote_seg, req.remote_offset, req.size, max)?;
         let notification = match req.op {
-            RequestOp::WriteNotify => Some((req.notification_id, req.value)),
+            RequestOp::WriteNotify => {
+                let id = NotifyId(req.notification_id);
+                check_notification(r, rank, remote_seg, id, req.value)?;
+                Some((req.notification_id, req.value))
+            }
             _ => None,
         };
+        Ok((local, r, notification))
+    }
+
+    /// Phase one of a batch of ring requests: a write from a GPU segment to
+    /// a rank on another host has its first chunks copied out now, so the
+    /// copies of every such write of the batch run while earlier ones are
+    /// sent (phase two, in the ring's order: [`Self::serve_request`] or
+    /// [`StagedPut::send`]). `None`: the request is served whole in phase
+    /// two (other paths, and any refusal, which it reports).
+    fn stage_remote<'t>(
+        &self,
+        tables: &'t Tables,
+        req: &Request,
+    ) -> Option<(StagedPut, &'t dyn RemoteSegment)> {
+        if !matches!(req.op, RequestOp::WriteNotify | RequestOp::Write) {
+            return None;
+        }
+        let (local, r, notification) = self.checked_write(tables, req).ok()?;
+        if !r.capabilities().completes_later() || !local.is_gpu() {
+            return None;
+        }
+        let staged = self
+            .network_staging
+            .stage(
+                local,
+                req.local_offset,
+                req.remote_offset,
+                req.size,
+                notification,
+            )
+            .ok()?;
+        Some((staged, r))
+    }
+
+    /// Carries out one ring request, checked like a host call.
+    fn serve_request(&self, qs: &QueueStream, req: &Request) -> Result<()> {
+        let rank = Rank(req.target_rank);
+        let tables = self.base.tables.load();
         match req.op {
             RequestOp::WriteNotify | RequestOp::Write => {
-                let local_seg = ring_seg(req.local_segment)?;
-                self.base.check_size(req.size)?;
-                self.base.check_seg_id(local_seg)?;
-                let local =
-                    tables.local[local_seg.0 as usize]
-                        .as_deref()
-                        .ok_or(Error::UnknownSegment {
-                            rank: self.base.rank,
-                            seg: local_seg,
-                        })?;
-                local.check(Side::Local, self.base.rank, req.local_offset, req.size)?;
+                let (local, r, notification) = self.checked_write(&tables, req)?;
                 let (offset, size) = (req.remote_offset, req.size);
-                let r = lookup_remote(&tables, rank, remote_seg, offset, size, max)?;
-                let r = if notification.is_some() {
-                    notifiable(r)?
-                } else {
-                    r
-                };
                 if r.capabilities().completes_later() {
                     // A rank on another host: the data goes out through
                     // the pinned chunks and the network transport
@@ -430,7 +464,12 @@ impl Gpu {
                 )
             }
             RequestOp::Notify => {
-                let r = notifiable(lookup_remote(&tables, rank, remote_seg, 0, 0, max)?)?;
+                self.base.check_peer(rank)?;
+                let remote_seg = ring_seg(req.remote_segment)?;
+                let max = self.base.config.segment_max;
+                let r = lookup_remote(&tables, rank, remote_seg, 0, 0, max)?;
+                let id = NotifyId(req.notification_id);
+                check_notification(r, rank, remote_seg, id, req.value)?;
                 if r.capabilities().completes_later() {
                     return r.notify(req.notification_id, req.value, Via::INTERNAL);
                 }
@@ -442,6 +481,10 @@ impl Gpu {
         }
     }
 }
+
+/// What [`Gpu::checked_write`] gives: the local segment, the remote one,
+/// the notification.
+type CheckedWrite<'t> = (&'t LocalSegment, &'t dyn RemoteSegment, Option<(u32, u32)>);
 
 /// A segment id from a ring request (kernels may post anything).
 fn ring_seg(v: u32) -> Result<SegId> {
@@ -456,6 +499,7 @@ fn serve_ring(inner: &Gpu, ring: RequestRing, stop: &AtomicBool, stats: &RingSta
     let spin = inner.base.config.effective_spin();
     let mut last_work = Instant::now();
     let mut nap = Duration::from_micros(10);
+    let mut batch: Vec<Request> = Vec::with_capacity(256);
     let add = |counter: &AtomicU64, since: Instant| {
         counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
     };
@@ -463,16 +507,49 @@ fn serve_ring(inner: &Gpu, ring: RequestRing, stop: &AtomicBool, stats: &RingSta
         let mut taken = 0u64;
         let mut through = 0u64;
         let issuing = Instant::now();
+        batch.clear();
         while let Some(req) = ring.try_pop() {
-            if let Err(e) = inner.serve_request(&qs, &req) {
-                tracing::warn!(ticket = req.ticket, "GPU ring request refused: {e}");
-                stats.errors.fetch_add(1, Ordering::AcqRel);
-                *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-            }
-            taken += 1;
-            through = req.ticket + 1;
-            if taken == 256 {
+            batch.push(req);
+            if batch.len() == 256 {
                 break;
+            }
+        }
+        if !batch.is_empty() {
+            // Phase one: the copies out of every write to another host,
+            // so that they overlap each other and the sends of phase two.
+            // At most the staging pool's worth ahead; the rest is served
+            // whole in phase two.
+            let tables = inner.base.tables.load();
+            let mut budget = super::network_staging::POOL_MAX * super::network_staging::CHUNK;
+            let mut staged: Vec<_> = batch
+                .iter()
+                .map(|req| {
+                    let ahead = (req.size as usize)
+                        .min(super::network_staging::DEPTH * super::network_staging::CHUNK);
+                    if ahead > budget {
+                        return None;
+                    }
+                    let s = inner.stage_remote(&tables, req);
+                    if s.is_some() {
+                        budget -= ahead;
+                    }
+                    s
+                })
+                .collect();
+            // Phase two, in the ring's order.
+            for (req, staged) in batch.iter().zip(staged.drain(..)) {
+                let served = match staged {
+                    Some((put, r)) => put.send(r, Via::INTERNAL),
+                    None => inner.serve_request(&qs, req),
+                };
+                if let Err(e) = served {
+                    tracing::warn!(ticket = req.ticket, "GPU ring request refused: {e}");
+                    stats.errors.fetch_add(1, Ordering::AcqRel);
+                    *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(e.to_string());
+                }
+                taken += 1;
+                through = req.ticket + 1;
             }
         }
         if taken > 0 {

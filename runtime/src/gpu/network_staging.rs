@@ -251,6 +251,37 @@ impl NetworkStaging {
         sent
     }
 
+    /// Phase one of [`Self::put`] for a server of many requests (the ring):
+    /// the first [`DEPTH`] chunks of the write are copied out now and the
+    /// call returns at once; [`StagedPut::send`] waits for them, sends
+    /// them and the rest. Ranges checked by the caller.
+    pub fn stage(
+        &self,
+        local: &LocalSegment,
+        local_offset: u64,
+        remote_offset: u64,
+        size: u64,
+        notify: Option<(u32, u32)>,
+    ) -> Result<StagedPut> {
+        let size = usize::try_from(size)
+            .map_err(|_| Error::Protocol(format!("a write of {size} bytes")))?;
+        let device = local
+            .device()
+            .ok_or_else(|| Error::Protocol(format!("{} is not in GPU memory", local.id)))?;
+        let src = local.gpu_address(local_offset, size)?;
+        let mut staged = StagedPut {
+            staging: self.device(device)?,
+            src,
+            size,
+            remote_offset,
+            notify,
+            in_flight: VecDeque::new(),
+            next: 0,
+        };
+        staged.fill()?;
+        Ok(staged)
+    }
+
     fn pipeline(
         staging: &Arc<DeviceStaging>,
         src: gpu::DevicePtr,
@@ -260,49 +291,78 @@ impl NetworkStaging {
         notify: Option<(u32, u32)>,
         via: Via<'_>,
     ) -> Result<()> {
-        let chunks = size.div_ceil(CHUNK);
-        if chunks == 1 {
-            // Nothing to overlap: one copy, waited for by the driver (no
-            // completion word to write and poll).
-            let chunk = staging.take()?;
-            {
-                let _order = staging.issued.lock().unwrap_or_else(|e| e.into_inner());
-                // SAFETY: as in `copy_out`; the synchronize below ends the
-                // copy before the chunk is read or shared.
-                unsafe { gpu::copy_device_to_host(&staging.stream, chunk.ptr(), src, size)? };
-            }
-            gpu::synchronize(&staging.stream)?;
-            let ptr = chunk.ptr();
-            let keep: Keep = Arc::new(chunk);
-            return r.put_notify_lent(remote_offset, ptr, size, notify, via, &keep);
+        let mut staged = StagedPut {
+            staging: staging.clone(),
+            src,
+            size,
+            remote_offset,
+            notify,
+            in_flight: VecDeque::new(),
+            next: 0,
+        };
+        staged.fill()?;
+        staged.send_rest(r, via)
+    }
+}
+
+/// A write from GPU memory whose first chunks are being copied out
+/// ([`NetworkStaging::stage`]); [`Self::send`] finishes it.
+#[derive(Debug)]
+pub(crate) struct StagedPut {
+    staging: Arc<DeviceStaging>,
+    src: gpu::DevicePtr,
+    size: usize,
+    remote_offset: u64,
+    notify: Option<(u32, u32)>,
+    /// (sequence number, chunk, first byte, length)
+    in_flight: VecDeque<(u32, Chunk, usize, usize)>,
+    /// Chunks enqueued so far.
+    next: usize,
+}
+
+impl StagedPut {
+    /// Enqueues chunk copies until [`DEPTH`] are in flight or none is left.
+    fn fill(&mut self) -> Result<()> {
+        let chunks = self.size.div_ceil(CHUNK);
+        while self.in_flight.len() < DEPTH && self.next < chunks {
+            let at = self.next * CHUNK;
+            let len = CHUNK.min(self.size - at);
+            let chunk = self.staging.take()?;
+            let seq = self.staging.copy_out(&chunk, self.src + at as u64, len)?;
+            self.in_flight.push_back((seq, chunk, at, len));
+            self.next += 1;
         }
-        // (sequence number, chunk, first byte, length)
-        let mut in_flight: VecDeque<(u32, Chunk, usize, usize)> = VecDeque::new();
-        let mut next = 0usize;
-        let mut sent = 0usize;
-        while sent < chunks {
-            while in_flight.len() < DEPTH && next < chunks {
-                let at = next * CHUNK;
-                let len = CHUNK.min(size - at);
-                let chunk = staging.take()?;
-                let seq = staging.copy_out(&chunk, src + at as u64, len)?;
-                in_flight.push_back((seq, chunk, at, len));
-                next += 1;
-            }
-            let (seq, chunk, at, len) = in_flight.pop_front().expect("a chunk in flight");
-            staging.wait(seq)?;
-            let last = at + len == size;
+        Ok(())
+    }
+
+    /// Sends the write to `r` (a segment reached over a network
+    /// transport), chunk by chunk as each is copied out, the notification
+    /// on the last; on an error the copies in flight end before it
+    /// returns.
+    pub fn send(mut self, r: &dyn RemoteSegment, via: Via<'_>) -> Result<()> {
+        let sent = self.send_rest(r, via);
+        if sent.is_err() {
+            let _ = gpu::synchronize(&self.staging.stream);
+        }
+        sent
+    }
+
+    fn send_rest(&mut self, r: &dyn RemoteSegment, via: Via<'_>) -> Result<()> {
+        while let Some((seq, chunk, at, len)) = self.in_flight.pop_front() {
+            self.staging.wait(seq)?;
+            // The next copies run while this chunk goes out.
+            self.fill()?;
+            let last = at + len == self.size;
             let ptr = chunk.ptr();
             let keep: Keep = Arc::new(chunk);
             r.put_notify_lent(
-                remote_offset + at as u64,
+                self.remote_offset + at as u64,
                 ptr,
                 len,
-                notify.filter(|_| last),
+                self.notify.filter(|_| last),
                 via,
                 &keep,
             )?;
-            sent += 1;
         }
         Ok(())
     }
