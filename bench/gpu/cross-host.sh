@@ -13,6 +13,8 @@
 # - write bandwidth: host segments (`write-bw`, with the raw TCP stream),
 #   GPU to GPU (`gpu-bw`) and CPU to GPU (`host-gpu-bw`), 1 and 4 MiB;
 # - reads beside writes of host segments (`read-bw`), 8 B to 4 MiB;
+# - raw TCP both ways at once (bench/peers/tcp_duplex.py), the limit of a
+#   job that moves as many bytes back as it sends;
 # - the mixed job: `matvec --mode gpu` and `--mode host` across ga and gb,
 #   and `matvec --gpus 2` with one CPU rank in ga feeding GPU ranks in gb
 #   and gc (each over its own link), batches 7680 and 15360.
@@ -108,21 +110,21 @@ duplex() {
     echo "duplex run $run: $(tail -1 "$J" | cut -c1-160)"
 }
 SIZES=8,4096,65536,1048576,4194304
+# ONLY="a b": run only those parts (gpu-pingpong pingpong nccl write-bw
+# gpu-bw host-gpu-bw read-bw duplex matvec).
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 for run in $(seq "$RUNS"); do
-    job gpu-pingpong 2 "$B/gaspi-bench" --json gpu-pingpong --device-driven --sizes $SIZES
-    job pingpong 2 "$B/gaspi-bench" --json pingpong --sizes $SIZES
-    nccl
-    job write-bw 2 "$B/gaspi-bench" --json write-bw --sizes 1048576,4194304
-    job gpu-bw 2 "$B/gaspi-bench" --json gpu-bw --sizes 1048576,4194304
-    job host-gpu-bw 2 "$B/gaspi-bench" --json host-gpu-bw --sizes 1048576,4194304
-    job read-bw 2 "$B/gaspi-bench" --json read-bw --sizes $SIZES
-    duplex
-    if [ -x "$B/matvec" ]; then
+    want gpu-pingpong && job gpu-pingpong 2 "$B/gaspi-bench" --json gpu-pingpong --device-driven --sizes $SIZES
+    want pingpong && job pingpong 2 "$B/gaspi-bench" --json pingpong --sizes $SIZES
+    want nccl && nccl
+    want write-bw && job write-bw 2 "$B/gaspi-bench" --json write-bw --sizes 1048576,4194304
+    want gpu-bw && job gpu-bw 2 "$B/gaspi-bench" --json gpu-bw --sizes 1048576,4194304
+    want host-gpu-bw && job host-gpu-bw 2 "$B/gaspi-bench" --json host-gpu-bw --sizes 1048576,4194304
+    want read-bw && job read-bw 2 "$B/gaspi-bench" --json read-bw --sizes $SIZES
+    want duplex && duplex
+    if want matvec && [ -x "$B/matvec" ]; then
         job matvec-gpu 2 "$B/matvec" --mode gpu --json --seconds 1 --batch 7680,15360
         job matvec-host 2 "$B/matvec" --mode host --json --seconds 1 --batch 7680,15360
-        # The same job with rank 1's work a CPU loop: what the network
-        # path alone allows, without GPU memory at either end.
-        job matvec-cpu 2 "$B/matvec" --mode cpu --json --seconds 1 --batch 7680,15360
         job matvec-2gpu-nodes 3 "$B/matvec" --gpus 2 --json --seconds 1 --batch 7680,15360
     fi
 done
