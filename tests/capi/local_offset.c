@@ -23,7 +23,7 @@ int main (void)
   gaspi_pointer_t base;
   CHECK (gaspi_segment_ptr (0, &base));
 
-  volatile uint64_t on_stack = 0x5eed0000 + rank;
+  volatile uint64_t on_stack = UINT64_C (0x5eed0000) + rank;
   gaspi_offset_t outside
       = (gaspi_offset_t) ((char *) &on_stack - (char *) base);
   gaspi_rank_t next = (rank + 1) % num;
@@ -39,7 +39,7 @@ int main (void)
                GASPI_ERR_INV_LOC_OFF);
   EXPECT_CODE (gaspi_write (0, SEG_SIZE - 4, next, 0, 0, 8, 0, GASPI_BLOCK),
                GASPI_ERR_INV_LOC_OFF);
-  ASSERT (on_stack == 0x5eed0000 + rank);
+  ASSERT (on_stack == UINT64_C (0x5eed0000) + rank);
   CHECK (gaspi_wait (0, GASPI_BLOCK));
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
 
@@ -63,7 +63,7 @@ int main (void)
   uint64_t got;
   memcpy (&got, (char *) base + 8192, 8);
   gaspi_rank_t prev = (rank + num - 1) % num;
-  ASSERT (value == 1 && got == 0x5eed0000 + (uint64_t) prev);
+  ASSERT (value == 1 && got == UINT64_C (0x5eed0000) + prev);
 
   CHECK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
   printf ("rank %d: local offsets outside the segment refused\n", rank);
