@@ -228,7 +228,11 @@ fn local_offsets_outside_the_segment_are_refused_with_a_reason_over_shm_and_tcp(
             "libGPI2-dbg",
             "(1048576 bytes)",
         ] {
-            assert!(out.stderr.contains(said), "{transport}: {said}: {}", out.dump());
+            assert!(
+                out.stderr.contains(said),
+                "{transport}: {said}: {}",
+                out.dump()
+            );
         }
         // The stack lies far from the segment, before or after it.
         assert!(

@@ -12,9 +12,9 @@ use gaspi_tests::{
     Running, TempDir,
 };
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 fn root() -> PathBuf {
@@ -354,8 +354,8 @@ fn install_sh_installs_every_file_gpi2_1_6_installs() {
     assert_eq!(exports("libGPI2-stats.so"), main);
 
     // GPI2_VERSION.h: GPI-2's version macros, 1.6.0.
-    let version = std::fs::read_to_string(prefix.join("include/GPI2_VERSION.h"))
-        .expect("GPI2_VERSION.h");
+    let version =
+        std::fs::read_to_string(prefix.join("include/GPI2_VERSION.h")).expect("GPI2_VERSION.h");
     for m in [
         "GASPI_MAJOR_VERSION (1)",
         "GASPI_MINOR_VERSION (6)",
@@ -558,7 +558,10 @@ fn gaspi_cleanup_ends_the_leftover_ranks_of_a_program_and_nothing_else() {
     for r in &ranks {
         assert!(listed.contains(&format!("pid {}", r.0.id())), "{listed}");
     }
-    assert!(!listed.contains(&format!("pid {}", bystander.0.id())), "{listed}");
+    assert!(
+        !listed.contains(&format!("pid {}", bystander.0.id())),
+        "{listed}"
+    );
     let done = cleanup(false);
     assert!(done.contains("ended 2 rank(s)"), "{done}");
     for r in &mut ranks {
