@@ -127,6 +127,19 @@ pub fn gpi2_launcher(rank_bin: &Path) -> PathBuf {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Every program of the `gaspi-launch` package (`gaspi-run`, `gaspi_run`,
+/// `gaspi_cleanup`, `gaspi_logger`: what `install.sh` installs), built like
+/// [`gaspi_run`] into the same target directory and profile as `rank_bin`;
+/// returns the directory that holds them.
+pub fn launch_programs(rank_bin: &Path) -> PathBuf {
+    let cleanup = build_target(rank_bin, &["-p", "gaspi-launch", "--bins"], "gaspi_cleanup")
+        .unwrap_or_else(|e| panic!("{e}"));
+    cleanup
+        .parent()
+        .expect("a program lies in a directory")
+        .to_path_buf()
+}
+
 fn build_launcher(rank_bin: &Path) -> Result<PathBuf, String> {
     build_target(
         rank_bin,

@@ -67,12 +67,21 @@ enum Cmd {
         /// Ranks to launch when started directly.
         #[arg(long, default_value_t = 2)]
         ranks: u32,
+        /// Also the barrier polled with `Timeout::Test` in a loop until it
+        /// completes (GASPI_TEST), in batches alternating with the blocking
+        /// call: records `barrier` and `barrier-poll` of the same run.
+        #[arg(long)]
+        poll: bool,
     },
     /// Allreduce (sum) latency on the group of all ranks, 1 and 255 doubles.
     Allreduce {
         /// Ranks to launch when started directly.
         #[arg(long, default_value_t = 2)]
         ranks: u32,
+        /// Also the allreduce polled with `Timeout::Test` (as for `barrier
+        /// --poll`), 1 double: records `allreduce` and `allreduce-poll`.
+        #[arg(long)]
+        poll: bool,
     },
     /// atomic_fetch_add round trip to the other rank's segment.
     Atomic,
@@ -185,13 +194,21 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
             let g = start(2)?;
             notify_rate(&g, cli.quick)?
         }
-        Cmd::Barrier { ranks } => {
+        Cmd::Barrier { ranks, poll: false } => {
             let g = start(*ranks)?;
             barrier(&g, cli.quick)?
         }
-        Cmd::Allreduce { ranks } => {
+        Cmd::Barrier { ranks, poll: true } => {
+            let g = start(*ranks)?;
+            polled(&g, cli.quick, Collective::Barrier)?
+        }
+        Cmd::Allreduce { ranks, poll: false } => {
             let g = start(*ranks)?;
             allreduce(&g, cli.quick)?
+        }
+        Cmd::Allreduce { ranks, poll: true } => {
+            let g = start(*ranks)?;
+            polled(&g, cli.quick, Collective::Allreduce)?
         }
         Cmd::Atomic => {
             let g = start(2)?;
@@ -755,6 +772,79 @@ fn barrier(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Er
         "cacheline-pingpong x rounds",
         floor_us * rounds,
     )])
+}
+
+/// A collective measured blocking and polled.
+#[derive(Clone, Copy)]
+enum Collective {
+    Barrier,
+    Allreduce,
+}
+
+/// Runs `c` once with `timeout`; with `Timeout::Test`, repeats it until it
+/// completes, as a GASPI program polling with GASPI_TEST does.
+fn collective_once(g: &Gaspi, c: Collective, timeout: Timeout) -> Result<(), gaspi::Error> {
+    let send = [g.rank().0 as f64 + 0.5];
+    let mut recv = [0.0f64];
+    loop {
+        let r = match c {
+            Collective::Barrier => g.barrier(Group::ALL, timeout),
+            Collective::Allreduce => {
+                g.allreduce(&send, &mut recv, ReduceOp::Sum, Group::ALL, timeout)
+            }
+        };
+        match r {
+            Err(gaspi::Error::Timeout { .. }) if timeout == Timeout::Test => continue,
+            other => return other,
+        }
+    }
+}
+
+/// `barrier --poll`, `allreduce --poll`: batches of the blocking call and
+/// of the polled one, alternating, so that both see the same machine.
+fn polled(
+    g: &Gaspi,
+    quick: bool,
+    c: Collective,
+) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    const BATCH: u64 = 20;
+    let n = g.size();
+    let samples_n = if quick { 10 } else { 40 };
+    let mut blocking = Samples::with_capacity(samples_n as usize);
+    let mut polling = Samples::with_capacity(samples_n as usize);
+    g.barrier(Group::ALL, Timeout::Block)?;
+    for s in 0..=samples_n {
+        for (timeout, into) in [
+            (Timeout::Block, &mut blocking),
+            (Timeout::Test, &mut polling),
+        ] {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                collective_once(g, c, timeout)?;
+            }
+            if s > 0 {
+                into.push(t.elapsed().as_secs_f64() * 1e6 / BATCH as f64);
+            }
+        }
+    }
+    g.barrier(Group::ALL, Timeout::Block)?;
+    if g.rank().0 != 0 {
+        return Ok(Vec::new());
+    }
+    let name = match c {
+        Collective::Barrier => "barrier",
+        Collective::Allreduce => "allreduce",
+    };
+    let transport: String = g.transport(Rank((g.rank().0 + 1) % n))?.into();
+    let blocking_median = blocking.median();
+    let mut b = Record::new(name, n).with_samples(&blocking);
+    b.transport = Some(transport.clone());
+    b.iters = Some(samples_n * BATCH);
+    let mut p = Record::new(format!("{name}-poll"), n).with_samples(&polling);
+    p.transport = Some(transport);
+    p.iters = Some(samples_n * BATCH);
+    // The peer: the blocking call of the same run.
+    Ok(vec![b, p.with_ref_us("blocking call", blocking_median)])
 }
 
 fn allreduce(g: &Gaspi, quick: bool) -> Result<Vec<Record>, Box<dyn std::error::Error>> {

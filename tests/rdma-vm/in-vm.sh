@@ -5,8 +5,10 @@
 # rxe1. Prints "VMTEST PASS name" or "VMTEST FAIL name" per scenario.
 # $1: the repository; $2: comma-separated scenario names to run (all if empty);
 # $3: a script of the repository to run on the two devices instead of the
-# scenarios (bench/fabric-vm.sh's figures), given the binaries' folder.
-REPO=$1; ONLY=${2:-}; SCRIPT=${3:-}
+# scenarios (bench/fabric-vm.sh's figures), given the binaries' folder;
+# $4: 0 when the binaries have no verbs transport (then only the libfabric
+# scenarios run).
+REPO=$1; ONLY=${2:-}; SCRIPT=${3:-}; VERBS=${4:-1}
 BIN=$REPO/target/release
 # The host's /proc seen over 9p is not a procfs: mount one here if /init
 # could not.
@@ -65,18 +67,22 @@ scenario() {
 # build beside it, 44,000 of them outlasted the scenario's 60 s barrier
 # (46 s alone, 67 s beside a build).
 export FETCH_ADD_N=2000
-echo "vm: [$(up)s] scenarios start"
 T=$BIN/gaspi-test-rank M=$BIN/gaspi-model-rank RUN=$BIN/gaspi-run
-scenario all-to-all   4 0 " ok" 4 -- $RUN -n 4 $T all-to-all --rounds 3
-scenario ordering     4 0 " ok" 4 -- $RUN -n 4 $T ordering --iters 20
-scenario ping-pong    2 0 " ok" 2 -- $RUN -n 2 $T ping-pong --rounds 50
-scenario notify-order 4 0 " ok" 4 -- env GASPI_NOTIFICATION_NUM=70000 $RUN -n 4 $T notify-order --rounds 20
-for s in read-notify lists fetch-add compare-swap passive allreduce groups; do
-    scenario $s       4 0 " ok" 4 -- $RUN -n 4 $M $s
-done
-# A rank killed mid-job: the others get errors naming it, no hang.
-scenario killed-rank  4 137 "ok survivor" 3 -- $RUN -n 4 --keep-going $T dead-peer --victim 2 --keep-going
-echo "vm: [$(up)s] scenarios done"
+if [ "$VERBS" = 0 ]; then
+    echo "vm: SKIPPED the verbs scenarios: the binaries have no verbs transport"
+else
+    echo "vm: [$(up)s] scenarios start"
+    scenario all-to-all   4 0 " ok" 4 -- $RUN -n 4 $T all-to-all --rounds 3
+    scenario ordering     4 0 " ok" 4 -- $RUN -n 4 $T ordering --iters 20
+    scenario ping-pong    2 0 " ok" 2 -- $RUN -n 2 $T ping-pong --rounds 50
+    scenario notify-order 4 0 " ok" 4 -- env GASPI_NOTIFICATION_NUM=70000 $RUN -n 4 $T notify-order --rounds 20
+    for s in read-notify lists fetch-add compare-swap passive allreduce groups; do
+        scenario $s       4 0 " ok" 4 -- $RUN -n 4 $M $s
+    done
+    # A rank killed mid-job: the others get errors naming it, no hang.
+    scenario killed-rank  4 137 "ok survivor" 3 -- $RUN -n 4 --keep-going $T dead-peer --victim 2 --keep-going
+    echo "vm: [$(up)s] scenarios done"
+fi
 
 # The same over the libfabric transport with libfabric's verbs provider
 # (verbs;ofi_rxm), where the binaries have it: ranks alternate between the

@@ -52,7 +52,14 @@ fn programs() -> Option<&'static Programs> {
             }
             let src = root().join("tests/capi");
             for name in [
-                "hello", "pingpong", "families", "errors", "fault", "abi", "profile",
+                "hello",
+                "pingpong",
+                "families",
+                "errors",
+                "fault",
+                "abi",
+                "profile",
+                "local_offset",
             ] {
                 let source = src.join(format!("{name}.c"));
                 compile_c(
@@ -188,6 +195,50 @@ fn a_malformed_gaspi_variable_fails_init_instead_of_splitting_the_job() {
             out.stderr
                 .contains("gaspi_proc_init (GASPI_BLOCK) returned 5"),
             "{k}={v}: init must fail with GASPI_ERR_CONFIG: {}",
+            out.dump()
+        );
+    }
+}
+
+/// Decision 0060: a local offset computed as `(char*)&variable -
+/// segment_base` (GPI-2 code that ran on GPI-2's unchecked release build)
+/// is refused before anything moves, over shared memory (`auto` on one
+/// host) and over TCP, and
+/// the log line says which offset, how far outside which segment, and that
+/// GPI-2's debug library refuses it too.
+#[test]
+fn local_offsets_outside_the_segment_are_refused_with_a_reason_over_shm_and_tcp() {
+    let Some(p) = programs() else {
+        return skip("local_offset", "no C compiler (cc) on this machine");
+    };
+    for transport in ["auto", "tcp"] {
+        let out = Job::new(&p.get("local_offset"), 2)
+            .env("GASPI_TRANSPORT", transport)
+            .run();
+        out.assert_success();
+        assert_eq!(
+            out.stdout_lines_with("local offsets outside the segment refused"),
+            2,
+            "{transport}: {}",
+            out.dump()
+        );
+        for said in [
+            "bytes past the end of",
+            "GASPI_ERR_INV_LOC_OFF",
+            "libGPI2-dbg",
+            "(1048576 bytes)",
+        ] {
+            assert!(
+                out.stderr.contains(said),
+                "{transport}: {said}: {}",
+                out.dump()
+            );
+        }
+        // The stack lies far from the segment, before or after it.
+        assert!(
+            out.stderr.contains("bytes before the start of")
+                || out.stderr.matches("bytes past the end of").count() > 2,
+            "{transport}: {}",
             out.dump()
         );
     }

@@ -72,11 +72,57 @@ pub(crate) struct Code(pub(crate) gaspi_return_t);
 impl From<Error> for Code {
     fn from(e: Error) -> Code {
         let code = code_of(&e);
-        if code != GASPI_TIMEOUT {
+        if let Error::OutOfBounds {
+            side: Side::Local,
+            seg,
+            offset,
+            end,
+            seg_size,
+            ..
+        } = e
+        {
+            // Said at the default level: code ported from GPI-2's release
+            // build, which does not check local offsets, meets it here
+            // first (decision 0060).
+            tracing::warn!("{}", local_offset_outside(seg, offset, end, seg_size));
+        } else if code != GASPI_TIMEOUT {
             tracing::debug!("GASPI call failed: {e} (code {code})");
         }
         Code(code)
     }
+}
+
+/// The log line of a local offset outside its segment: which offset, how
+/// far outside which segment, and why GPI-2 code may have passed it.
+fn local_offset_outside(seg: gaspi::SegId, offset: u64, end: u64, seg_size: u64) -> String {
+    let size = end.wrapping_sub(offset);
+    // An address difference below the segment's start reads as a huge
+    // unsigned offset: say it as the negative number it was.
+    let place = if offset > i64::MAX as u64 {
+        format!(
+            "local offset {} ({offset:#x}) lies {} bytes before the start of {seg}",
+            offset as i64,
+            (offset as i64).unsigned_abs()
+        )
+    } else if offset >= seg_size {
+        format!(
+            "local offset {offset} ({offset:#x}) lies {} bytes past the end of {seg}",
+            offset - seg_size
+        )
+    } else {
+        format!(
+            "local offset {offset} with size {size} ends {} bytes past the end of {seg}",
+            end - seg_size
+        )
+    };
+    format!(
+        "{place} ({seg_size} bytes): refused with GASPI_ERR_INV_LOC_OFF. A local offset \
+         must lie inside the local segment; GPI-2's debug library (libGPI2-dbg) refuses \
+         it too, only its release build leaves it unchecked. Code that passes an \
+         address difference such as (char*)&variable - segment_base should copy the \
+         data into the segment (gaspi_segment_ptr) and pass its offset there \
+         (docs/decisions/0060-local-offsets-outside-the-segment.md)"
+    )
 }
 
 /// The result of a call's body.

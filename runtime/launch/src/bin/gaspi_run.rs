@@ -100,6 +100,25 @@ fn run_agent() -> ! {
     ))
 }
 
+/// Records the program for `gaspi_cleanup` (GPI-2's gaspi_run writes
+/// `/tmp/.last_gaspi_prg`; here one file per user, in the temporary
+/// directory). Failing to record it does not stop the job.
+fn record_last_program(program: &std::ffi::OsStr) {
+    let path = std::fs::canonicalize(program).unwrap_or_else(|_| program.into());
+    let file = std::env::temp_dir().join(format!(".last_gaspi_prg.{}", own_uid()));
+    let mut text = path.into_os_string().into_encoded_bytes();
+    text.push(b'\n');
+    if let Err(e) = std::fs::write(&file, text) {
+        tracing::debug!("recording the program in {}: {e}", file.display());
+    }
+}
+
+/// This process's user id (the owner of `/proc/self`).
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
 fn main() {
     gaspi_launch::init_logging();
     if std::env::args_os().nth(1).is_some_and(|a| a == "--agent") {
@@ -115,6 +134,7 @@ fn main() {
             args.machinefile.display()
         ));
     }
+    record_last_program(&args.command[0]);
     let mut opts = LaunchOptions::new(ranks, &args.command[0]);
     opts.args = args.command[1..].to_vec();
     if !hosts.iter().all(|h| is_this_host(h.address())) {
