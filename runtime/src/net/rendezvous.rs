@@ -267,7 +267,8 @@ pub(crate) struct Start {
     /// own, its parent's and its children's (the rest come from the
     /// directory on first use, [`Directory`]).
     pub table: Vec<Option<Endpoint>>,
-    /// Whether `table` is whole.
+    /// Whether every rank got the whole table (a job of at most
+    /// `endpoints_eager_max` ranks); rank 0 has it in any case.
     pub whole: bool,
     /// The start-up tree's connections of this rank, `(peer, stream)`,
     /// blocking: its parent's first (none on rank 0), then its children's.
@@ -425,7 +426,7 @@ pub(crate) fn exchange_endpoints(
         });
         Ok(Start {
             table: table.into_iter().map(Some).collect(),
-            whole: true,
+            whole,
             tree: tree_conns,
             directory,
         })
