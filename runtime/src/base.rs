@@ -17,10 +17,10 @@ use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
 use crate::model::stats::Stats;
 use crate::net::peers::Peers;
+use crate::net::rendezvous::Endpoint;
 use crate::segments::LocalSegment;
 use crate::transport::tables::{SegmentTables, Tables};
 use crate::transport::Transport;
-use crate::net::rendezvous::Endpoint;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Index of the internal system segment in the remote tables; user ids are
@@ -38,6 +38,10 @@ impl std::fmt::Debug for Base {
     }
 }
 
+/// Decides the transport to a peer from its endpoint.
+pub(crate) type ChooseTransport =
+    Box<dyn Fn(Rank, &Endpoint) -> Result<Option<Arc<dyn Transport>>> + Send + Sync>;
+
 /// The base every service of a rank stands on (see the module docs).
 pub(crate) struct Base {
     pub config: Config,
@@ -49,7 +53,7 @@ pub(crate) struct Base {
     /// decided at start-up or on first use ([`Base::transport`]).
     pub transports: Vec<OnceLock<Option<Arc<dyn Transport>>>>,
     /// Decides the transport to a peer from its endpoint (first use).
-    pub choose: Box<dyn Fn(Rank, &Endpoint) -> Result<Option<Arc<dyn Transport>>> + Send + Sync>,
+    pub choose: ChooseTransport,
     /// Attaches a peer's system segment (first use in jobs whose ranks
     /// did not map every peer's at start-up; set by the front once).
     pub attach_system: OnceLock<Box<dyn Fn(Rank) -> Result<()> + Send + Sync>>,
@@ -73,7 +77,7 @@ impl Base {
         size: u32,
         peers: Arc<Peers>,
         transports: Vec<Option<Option<Arc<dyn Transport>>>>,
-        choose: Box<dyn Fn(Rank, &Endpoint) -> Result<Option<Arc<dyn Transport>>> + Send + Sync>,
+        choose: ChooseTransport,
         tables: SegmentTables,
         system: Arc<LocalSegment>,
     ) -> Base {

@@ -392,8 +392,8 @@ impl Gaspi {
             );
             move |peer: Rank, ep: &Endpoint| -> Result<Option<Arc<dyn Transport>>> {
                 // A rank reaches itself through shared memory whatever else.
-                let same_host = ep.host == here
-                    && (peer == rank || config.transport == TransportChoice::Auto);
+                let same_host =
+                    ep.host == here && (peer == rank || config.transport == TransportChoice::Auto);
                 Ok(Some(if same_host {
                     shm.clone()
                 } else {
@@ -412,21 +412,24 @@ impl Gaspi {
             });
             peers.push(Peer::new(ep));
         }
-        let lookups = (!whole).then(|| info.rendezvous).flatten().map(|addr| {
-            rendezvous::Directory {
-                addr,
-                key: config.launch.job_key.clone(),
-                traffic: traffic.clone(),
-            }
-        });
+        let lookups =
+            (!whole)
+                .then_some(info.rendezvous)
+                .flatten()
+                .map(|addr| rendezvous::Directory {
+                    addr,
+                    key: config.launch.job_key.clone(),
+                    traffic: traffic.clone(),
+                });
         // Peers reached over TCP: a spinning waiter reads their
         // connections itself, so it does not wait for (or starve) the
         // progress engine, and spins as long as any waiter does. A job
         // that decides transports on first use may meet TCP peers later.
         let tcp_peers = !whole
-            || transports
-                .iter()
-                .any(|t| t.as_ref().is_some_and(|t| t.as_ref().is_some_and(|t| t.name() == "tcp")));
+            || transports.iter().any(|t| {
+                t.as_ref()
+                    .is_some_and(|t| t.as_ref().is_some_and(|t| t.name() == "tcp"))
+            });
         // Waiters help with copies posted to this rank and read the
         // connections of TCP peers while they spin (`waiter_progress.rs`).
         let waiter_progress = Arc::new(WaiterProgress::default());
@@ -611,7 +614,12 @@ impl Gaspi {
 
     fn shutdown(&self) {
         self.inner.gpu.owner_copies.stop_owner_inbox();
-        drop(self.directory.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(
+            self.directory
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };

@@ -199,7 +199,11 @@ impl Peers {
         let Some(dir) = &self.directory else {
             return Err(Error::Protocol(format!("no endpoint known for {rank}")));
         };
-        let found = dir.lookup(&[rank.0], self.peer_timeout.min(LOOKUP_FOR))?;
+        // A peer known gone is named as such, whatever the lookup says.
+        self.peer_ok(rank)?;
+        let found = dir
+            .lookup(&[rank.0], self.peer_timeout.min(LOOKUP_FOR))
+            .map_err(|e| self.peer_ok(rank).err().unwrap_or(e))?;
         let ep = found.into_iter().next().expect("lookup checks the count");
         Ok(peer.endpoint.get_or_init(|| ep))
     }

@@ -285,7 +285,7 @@ enum Welcome {
     Table(Vec<Endpoint>),
     /// The endpoint of this rank's parent in the start-up tree; the
     /// others come from the directory on first use.
-    Parent(Endpoint),
+    Parent(Box<Endpoint>),
     /// Why the job does not start (rank 0 timed out waiting for others).
     Abort(String),
 }
@@ -300,6 +300,7 @@ enum Welcome {
 /// `fanout` connections once through, not N - 1 (decision 0065). Rank 0
 /// passes its rendezvous listener ([`rendezvous_listener`]), bound before
 /// any port of its own.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn exchange_endpoints(
     info: &LaunchInfo,
     me: Endpoint,
@@ -403,7 +404,7 @@ pub(crate) fn exchange_endpoints(
                         true => Welcome::Table(table.iter().cloned().map(seen).collect()),
                         false => {
                             let p = tree.parent(r).expect("rank 0 answers other ranks");
-                            Welcome::Parent(seen(table[p as usize].clone()))
+                            Welcome::Parent(Box::new(seen(table[p as usize].clone())))
                         }
                     };
                     own = encode_msg(&welcome)?;
@@ -482,7 +483,7 @@ pub(crate) fn exchange_endpoints(
                         p.rank
                     )));
                 }
-                table[parent as usize] = Some(p);
+                table[parent as usize] = Some(*p);
                 false
             }
             Welcome::Abort(why) => return Err(Error::Bootstrap(why)),
@@ -514,7 +515,8 @@ pub(crate) fn exchange_endpoints(
                 deadline,
                 "this rank's children in the start-up tree",
                 |ep: &Endpoint| {
-                    let ok = children.contains(&ep.rank) && !seen[(ep.rank - children.start) as usize];
+                    let ok =
+                        children.contains(&ep.rank) && !seen[(ep.rank - children.start) as usize];
                     if !ok {
                         return Err(Error::Bootstrap(format!(
                             "start-up tree: rank {} is not a child of rank {rank} \
@@ -925,9 +927,8 @@ impl Directory {
         };
         blocking(&s, deadline)?;
         auth::answer(&mut s, &self.key, DIRECTORY, &ranks.to_vec())?;
-        let found: Vec<Endpoint> = recv_msg(&mut s).map_err(|e| {
-            Error::Bootstrap(format!("asking rank 0's endpoint directory: {e}"))
-        })?;
+        let found: Vec<Endpoint> = recv_msg(&mut s)
+            .map_err(|e| Error::Bootstrap(format!("asking rank 0's endpoint directory: {e}")))?;
         self.traffic.add(&s);
         if found.len() != ranks.len() || found.iter().zip(ranks).any(|(e, &r)| e.rank != r) {
             return Err(Error::Bootstrap(
