@@ -4,18 +4,24 @@
 //!    size, rendezvous address and job key from whatever launched the
 //!    process.
 //! 2. `exchange_endpoints`: every rank connects to rank 0, proves the job
-//!    key (`auth`) and sends its `Endpoint`; rank 0 answers everyone with
-//!    the full table and closes the rendezvous. Rank 0 then takes no further
-//!    special part.
-//!    The rendezvous connections stay open: they are the control
-//!    connections between rank 0 and every other rank (a star, over which
-//!    news of a rank's death reaches every survivor).
+//!    key (`auth`) and sends its `Endpoint`. In a small job rank 0 answers
+//!    everyone with the full table; above `GASPI_ENDPOINTS_EAGER_MAX` ranks
+//!    only with the endpoint of the rank's parent in the start-up tree
+//!    ([`Tree`]), and the others are looked up at rank 0's directory on
+//!    first use ([`Directory`], [`DirectoryServer`]; decision 0065).
+//!    Each rank connects to its parent in the tree (rank 0's children keep
+//!    their rendezvous connection). The tree's connections stay open: they
+//!    are control connections, over which the start barrier
+//!    ([`finish_start`]) runs and the news of a rank's death reaches every
+//!    survivor. With at most `fanout + 1` ranks the tree is a star around
+//!    rank 0.
 //! 3. Every other pair connects on first use (`connect_peer`): the rank
 //!    that first sends to another connects to its control listener, which
 //!    the progress engine serves (`handshake::Pending`), and proves the
 //!    key again. A job of N ranks holds N - 1 connections at start-up, not
-//!    N(N - 1) / 2 (decision 0022); these control connections go to the
-//!    progress engines, and one that closes tells that its peer is gone.
+//!    N(N - 1) / 2 (decision 0022), and rank 0 holds `fanout` of them, not
+//!    N - 1; these control connections go to the progress engines, and one
+//!    that closes tells that its peer is gone.
 //!
 //! The listeners accept through `handshake`: every connection gets a few
 //! seconds of its own to prove the key while acceptance goes on, so one
@@ -1166,4 +1172,39 @@ fn connect_peer_once(
         .and_then(|_| s.set_write_timeout(None))
         .map_err(|e| Error::io("configuring a control connection", e))?;
     Ok(Attempt::Connected(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tree;
+
+    #[test]
+    fn every_rank_but_0_is_the_child_of_its_parent_and_of_no_other() {
+        for size in [1u32, 2, 3, 16, 17, 18, 100, 1000] {
+            for fanout in [1u32, 2, 3, 16, 2000] {
+                let t = Tree { size, fanout };
+                let mut seen = vec![0u32; size as usize];
+                for r in 0..size {
+                    assert!(t.children(r).len() <= fanout as usize);
+                    for c in t.children(r) {
+                        assert_eq!(t.parent(c), Some(r), "size {size} fanout {fanout}");
+                        seen[c as usize] += 1;
+                    }
+                }
+                assert_eq!(t.parent(0), None);
+                assert!(seen.iter().skip(1).all(|&k| k == 1));
+                assert_eq!(seen[0], 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_tree_with_a_fanout_of_the_job_is_the_star_around_rank_0() {
+        let t = Tree {
+            size: 17,
+            fanout: 16,
+        };
+        assert_eq!(t.children(0), 1..17);
+        assert!((1..17).all(|r| t.parent(r) == Some(0) && t.children(r).is_empty()));
+    }
 }
