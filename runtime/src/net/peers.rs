@@ -208,6 +208,14 @@ impl Peers {
         Ok(peer.endpoint.get_or_init(|| ep))
     }
 
+    /// Learns the endpoint a peer told on connecting here (kept unless
+    /// known already).
+    pub fn learn_endpoint(&self, ep: Endpoint) {
+        if let Some(p) = self.list.get(ep.rank as usize) {
+            let _ = p.endpoint.set(ep);
+        }
+    }
+
     /// Registers what the layers above do on news of a peer (once).
     pub fn set_events(&self, events: Box<dyn PeerEvents>) {
         let _ = self.events.set(events);
@@ -456,7 +464,7 @@ impl Peers {
         }
         let endpoint = self.endpoint(rank)?;
         let stream = rendezvous::connect_peer(
-            self.rank.0,
+            self.endpoint(self.rank)?,
             endpoint,
             &self.job_key,
             deadline,

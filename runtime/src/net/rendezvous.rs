@@ -967,6 +967,11 @@ pub(crate) type StarConnections = Vec<(u32, TcpStream)>;
 /// Purpose string of the proof on control connections made on first use.
 pub(crate) const MESH_PURPOSE: &str = MESH;
 
+/// What a rank proves the job key with when it connects on first use:
+/// its rank, the peer's, and its own endpoint (so that the peer need not
+/// look it up, decision 0065).
+pub(crate) type MeshHello = (u32, u32, Option<Endpoint>);
+
 /// Opens the control connection from rank `me` to `peer` (on first use):
 /// connects to its control listener and answers its challenge, within
 /// `deadline` (`None`: for as long as `alive` says the peer may still
@@ -990,7 +995,7 @@ pub(crate) const MESH_PURPOSE: &str = MESH;
 /// failed the call: about one job in twelve over a link losing 5% of its
 /// packets (`a_lossy_slow_link_delivers_whole_data_in_order`).
 pub(crate) fn connect_peer(
-    me: u32,
+    me: &Endpoint,
     peer: &Endpoint,
     key: &[u8],
     deadline: Option<Instant>,
@@ -1072,7 +1077,7 @@ enum Attempt {
 
 /// One try of [`connect_peer`].
 fn connect_peer_once(
-    me: u32,
+    me: &Endpoint,
     peer: &Endpoint,
     key: &[u8],
     deadline: Option<Instant>,
@@ -1164,7 +1169,8 @@ fn connect_peer_once(
         }
     }
     let nonce: Vec<u8> = crate::net::frame::decode(&frame[4..])?;
-    let answer = auth::answer_frame(key, MESH, &nonce, &(me, peer.rank))?;
+    let hello: MeshHello = (me.rank, peer.rank, Some(me.clone()));
+    let answer = auth::answer_frame(key, MESH, &nonce, &hello)?;
     s.set_write_timeout(Some(left()?))
         .and_then(|_| s.write_all(&answer))
         .map_err(|e| Error::io(format!("answering rank {}'s challenge", peer.rank), e))?;
