@@ -1213,4 +1213,144 @@ mod tests {
         assert_eq!(t.children(0), 1..17);
         assert!((1..17).all(|r| t.parent(r) == Some(0) && t.children(r).is_empty()));
     }
+
+    /// The start-up as rank 0 runs it, against `n - 1` simulated peers:
+    /// rank 0 runs the real `exchange_endpoints` and `finish_start`; the
+    /// peers (threads of this process, `threads` of them, each playing
+    /// many ranks) run the real client side of the check-in (the job key's
+    /// proof, an endpoint as large as a real one) and of the barrier of
+    /// rank 0's children. Returns rank 0's seconds in the rendezvous and
+    /// in the barrier, and its bytes sent and received.
+    fn simulate_rank0(n: u32, fanout: u32, threads: u32) -> (f64, f64, u64, u64) {
+        use super::*;
+        use std::sync::Arc;
+        let key = b"model-key".to_vec();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let control = TcpListener::bind("127.0.0.1:0").unwrap();
+        let system = crate::segments::LocalSegment::alloc_host(
+            crate::model::ids::SegId(255),
+            4096,
+            64,
+            Duration::ZERO,
+        )
+        .unwrap();
+        let endpoint = |rank: u32| Endpoint {
+            rank,
+            host: HostId::current().unwrap(),
+            hostname: "node-0001.cluster.example".into(),
+            pid: 4_000_000 + rank,
+            control: control.local_addr().unwrap(),
+            system: system.descriptor.clone(),
+            transports: Vec::new(),
+        };
+        let info = LaunchInfo {
+            launcher: gaspi_launch::Launcher::GaspiRun,
+            rank: 0,
+            size: n,
+            local_rank: 0,
+            local_size: n,
+            rendezvous: Some(addr),
+            rendezvous_fd: None,
+            job_key: key.clone(),
+        };
+        let tree = Tree { size: n, fanout };
+        let peers: Vec<std::thread::JoinHandle<()>> = (0..threads)
+            .map(|t| {
+                let key = key.clone();
+                let eps: Vec<Endpoint> =
+                    (1..n).filter(|r| r % threads == t).map(endpoint).collect();
+                std::thread::spawn(move || {
+                    let deadline = Instant::now() + Duration::from_secs(600);
+                    let mut open = Vec::new();
+                    for ep in eps {
+                        let mut s = connect_until(addr, deadline, "rank 0").unwrap();
+                        blocking(&s, deadline).unwrap();
+                        auth::answer(&mut s, &key, RENDEZVOUS, &ep).unwrap();
+                        open.push((ep.rank, s));
+                    }
+                    // Every welcome (and rank 0's children report ready),
+                    // then the children's verdicts.
+                    let mut children = Vec::new();
+                    for (r, mut s) in open {
+                        match recv_msg::<Welcome>(&mut s).unwrap() {
+                            Welcome::Parent(p) => assert_eq!(Some(p.rank), tree.parent(r)),
+                            other => panic!("rank {r}: {other:?}"),
+                        }
+                        if tree.parent(r) == Some(0) {
+                            send_msg(&mut s, &StartReport::Ready).unwrap();
+                            children.push(s);
+                        }
+                    }
+                    for mut s in children {
+                        let v: StartVerdict = recv_msg(&mut s).unwrap();
+                        assert!(matches!(v, StartVerdict::Go));
+                    }
+                })
+            })
+            .collect();
+        let traffic = Arc::new(Traffic::default());
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let t = Instant::now();
+        let mut start = exchange_endpoints(
+            &info,
+            endpoint(0),
+            Some(listener),
+            &control,
+            tree,
+            16,
+            &traffic,
+            deadline,
+        )
+        .unwrap();
+        let rendezvous_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        finish_start(&info, &mut start.tree, Ok(()), deadline).unwrap();
+        let barrier_s = t.elapsed().as_secs_f64();
+        for (_, s) in &start.tree {
+            traffic.add(s);
+        }
+        for p in peers {
+            p.join().unwrap();
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            rendezvous_s,
+            barrier_s,
+            traffic.sent.load(Relaxed),
+            traffic.received.load(Relaxed),
+        )
+    }
+
+    #[test]
+    fn rank_0_starts_a_job_of_simulated_peers_and_its_traffic_is_linear() {
+        let (_, _, sent_a, received_a) = simulate_rank0(100, 16, 4);
+        let (_, _, sent_b, received_b) = simulate_rank0(400, 16, 4);
+        // Four times the ranks, four times the bytes (give or take the
+        // constant part), not sixteen.
+        for (a, b) in [(sent_a, sent_b), (received_a, received_b)] {
+            let ratio = b as f64 / a as f64;
+            assert!((3.5..4.5).contains(&ratio), "{a} -> {b} bytes: x{ratio:.2}");
+        }
+    }
+
+    /// The model run of issue 43 (docs/startup-model.md):
+    /// `GASPI_MODEL_SIZES=1024,16384 cargo test --release -p gaspi --lib
+    /// model_run -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a model run, minutes long: see docs/startup-model.md"]
+    fn model_run() {
+        let sizes: Vec<u32> = std::env::var("GASPI_MODEL_SIZES")
+            .unwrap_or_else(|_| "1024,4096,16384".into())
+            .split(',')
+            .map(|v| v.trim().parse().unwrap())
+            .collect();
+        for n in sizes {
+            let (r, b, sent, received) = simulate_rank0(n, 16, 8);
+            println!(
+                "{{\"model\":\"rank0-simulated-peers\",\"ranks\":{n},\"rendezvous_s\":{r:.3},\
+                 \"barrier_s\":{b:.4},\"rank0_sent_bytes\":{sent},\"rank0_received_bytes\":{received}}}"
+            );
+        }
+    }
 }
