@@ -421,7 +421,13 @@ fn get_as_put(
     // only), then the answer in a send of its own.
     let keep: crate::net::connection::Keep = Arc::new(s.clone());
     if peers
-        .send_parts_by(from, &[&head[..n], bytes], Urgency::Now, "read answer", Some(&keep))
+        .send_parts_by(
+            from,
+            &[&head[..n], bytes],
+            Urgency::Now,
+            "read answer",
+            Some(&keep),
+        )
         .is_err()
     {
         return false;
