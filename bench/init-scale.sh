@@ -42,7 +42,7 @@ else
 fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 ulimit -n 65536 2>/dev/null || true
-RESULTS="$OUT/results.jsonl"
+RESULTS=${RESULTS:-$OUT/results-$(date +%Y%m%d-%H%M%S).jsonl}
 : >"$RESULTS"
 run() { # variant n round command...
     local variant=$1 n=$2 round=$3
