@@ -38,7 +38,8 @@ pub(crate) fn this_is_the_engine_thread() {
     ON_ENGINE.with(|c| c.set(true));
 }
 
-/// Longest a lookup at rank 0's directory may take.
+/// Shortest a lookup at rank 0's directory may take before it fails (the
+/// peer timeout when longer): a loaded rank 0 answers late, not never.
 const LOOKUP_FOR: Duration = Duration::from_secs(30);
 
 const HEALTHY: u8 = 0;
@@ -202,7 +203,7 @@ impl Peers {
         // A peer known gone is named as such, whatever the lookup says.
         self.peer_ok(rank)?;
         let found = dir
-            .lookup(&[rank.0], self.peer_timeout.min(LOOKUP_FOR))
+            .lookup(&[rank.0], self.peer_timeout.max(LOOKUP_FOR))
             .map_err(|e| self.peer_ok(rank).err().unwrap_or(e))?;
         let ep = found.into_iter().next().expect("lookup checks the count");
         Ok(peer.endpoint.get_or_init(|| ep))

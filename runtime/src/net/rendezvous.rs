@@ -289,9 +289,10 @@ pub(crate) struct Start {
 enum Welcome {
     /// Every rank's endpoint, indexed by rank.
     Table(Vec<Endpoint>),
-    /// The endpoint of this rank's parent in the start-up tree; the
-    /// others come from the directory on first use.
-    Parent(Box<Endpoint>),
+    /// The endpoints of this rank's parent in the start-up tree and of
+    /// rank 0 (one when they are the same); the others come from the
+    /// directory on first use.
+    Parent(Vec<Endpoint>),
     /// Why the job does not start (rank 0 timed out waiting for others).
     Abort(String),
 }
@@ -410,7 +411,11 @@ pub(crate) fn exchange_endpoints(
                         true => Welcome::Table(table.iter().cloned().map(seen).collect()),
                         false => {
                             let p = tree.parent(r).expect("rank 0 answers other ranks");
-                            Welcome::Parent(Box::new(seen(table[p as usize].clone())))
+                            let mut known = vec![seen(table[p as usize].clone())];
+                            if p != 0 {
+                                known.push(seen(table[0].clone()));
+                            }
+                            Welcome::Parent(known)
                         }
                     };
                     own = encode_msg(&welcome)?;
@@ -482,14 +487,18 @@ pub(crate) fn exchange_endpoints(
                 table = t.into_iter().map(Some).collect();
                 true
             }
-            Welcome::Parent(p) => {
-                if p.rank != parent {
+            Welcome::Parent(known) => {
+                if known.first().map(|p| p.rank) != Some(parent)
+                    || known.iter().any(|e| e.rank >= info.size)
+                {
                     return Err(Error::Bootstrap(format!(
-                        "rank 0 named rank {} as the parent of rank {rank}, not {parent}",
-                        p.rank
+                        "rank 0 did not name rank {parent} as the parent of rank {rank}"
                     )));
                 }
-                table[parent as usize] = Some(*p);
+                for e in known {
+                    let r = e.rank as usize;
+                    table[r] = Some(e);
+                }
                 false
             }
             Welcome::Abort(why) => return Err(Error::Bootstrap(why)),
@@ -791,9 +800,11 @@ impl Drop for DirectoryThread {
 }
 
 impl DirectoryServer {
-    /// Serves lookups until the returned handle is dropped. One lookup at
-    /// a time: a connection, the job key proved with the ranks asked for as
-    /// payload, their endpoints as the answer, closed.
+    /// Serves lookups until the returned handle is dropped: each a
+    /// connection, the job key proved with the ranks asked for as payload
+    /// ([`handshake::Pending`], every pending lookup advancing under one
+    /// `poll`, so a slow or silent asker holds up no other), their
+    /// endpoints as the answer, closed.
     pub fn serve(self) -> Result<DirectoryThread> {
         use std::os::fd::AsRawFd;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -805,21 +816,69 @@ impl DirectoryServer {
             .name("gaspi-directory".into())
             .spawn(move || {
                 let mut failed = crate::net::log_tally::Tally::new("lookups refused");
+                let mut pending: Vec<handshake::Pending> = Vec::new();
                 while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                    let mut fd = libc::pollfd {
+                    let now = Instant::now();
+                    pending.retain(|p| {
+                        if now >= p.until() {
+                            failed.warn(format_args!(
+                                "endpoint directory: {} asked nothing within {LOOKUP_TIMEOUT:?}",
+                                p.peer()
+                            ));
+                        }
+                        now < p.until()
+                    });
+                    let mut fds: Vec<libc::pollfd> = std::iter::once(libc::pollfd {
                         fd: self.listener.as_raw_fd(),
                         events: libc::POLLIN,
                         revents: 0,
-                    };
-                    // SAFETY: one valid pollfd, alive across the call, for
-                    // the listener this thread owns.
-                    let n = unsafe { libc::poll(&mut fd, 1, 100) };
+                    })
+                    .chain(pending.iter().map(|p| libc::pollfd {
+                        fd: p.stream().as_raw_fd(),
+                        events: p.events(),
+                        revents: 0,
+                    }))
+                    .collect();
+                    // SAFETY: `fds` is a valid array of `fds.len()` pollfds,
+                    // alive across the call; its descriptors belong to the
+                    // listener and `pending`, owned by this thread.
+                    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
                     if n <= 0 {
                         continue;
                     }
+                    for i in (0..pending.len()).rev() {
+                        if fds[i + 1].revents == 0 {
+                            continue;
+                        }
+                        match pending[i].advance() {
+                            handshake::Step::Wait => {}
+                            handshake::Step::Drop(why) => {
+                                let p = pending.remove(i);
+                                failed.warn(format_args!("endpoint directory: {} {why}", p.peer()));
+                            }
+                            handshake::Step::Answered(body) => {
+                                let p = pending.remove(i);
+                                if let Err(e) = self.answer(p, &body) {
+                                    failed.warn(format_args!("endpoint directory: {e}"));
+                                }
+                            }
+                        }
+                    }
+                    if fds[0].revents == 0 {
+                        continue;
+                    }
                     while let Ok((s, _)) = self.listener.accept() {
-                        if let Err(e) = self.answer(s) {
-                            failed.warn(format_args!("endpoint directory: {e}"));
+                        if pending.len() >= handshake::MAX_PENDING * 16 {
+                            let old = pending.remove(0);
+                            failed.warn(format_args!(
+                                "endpoint directory: too many lookups pending; dropped the \
+                                 oldest, from {}",
+                                old.peer()
+                            ));
+                        }
+                        match handshake::Pending::new(s, Instant::now() + LOOKUP_TIMEOUT) {
+                            Ok(p) => pending.push(p),
+                            Err(e) => failed.warn(format_args!("endpoint directory: {e}")),
                         }
                     }
                 }
@@ -831,21 +890,10 @@ impl DirectoryServer {
         })
     }
 
-    /// Answers one lookup.
-    fn answer(&self, mut s: TcpStream) -> Result<()> {
-        s.set_nonblocking(false)
-            .and_then(|_| s.set_read_timeout(Some(LOOKUP_TIMEOUT)))
-            .and_then(|_| s.set_write_timeout(Some(LOOKUP_TIMEOUT)))
-            .and_then(|_| s.set_nodelay(true))
-            .map_err(|e| Error::io("configuring a lookup connection", e))?;
-        let peer = s
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
-        let nonce = auth::new_nonce();
-        send_msg(&mut s, &nonce.to_vec())?;
-        let body = read_body(&mut s)?;
-        let ranks: Vec<u32> = auth::verify(&self.key, DIRECTORY, &nonce, &body, &peer)?;
+    /// Answers one lookup whose proof (`body`) came in.
+    fn answer(&self, p: handshake::Pending, body: &[u8]) -> Result<()> {
+        let peer = p.peer().to_string();
+        let (mut s, ranks) = p.finish::<Vec<u32>>(body, &self.key, DIRECTORY)?;
         if ranks.len() > LOOKUP_MAX {
             return Err(Error::Bootstrap(format!(
                 "a lookup from {peer} asked for {} endpoints",
@@ -868,26 +916,14 @@ impl DirectoryServer {
             }
             found.push(ep);
         }
+        // The answer is small: it fits the socket's buffer at once.
+        s.set_nonblocking(false)
+            .and_then(|_| s.set_write_timeout(Some(LOOKUP_TIMEOUT)))
+            .map_err(|e| Error::io("configuring a lookup connection", e))?;
         send_msg(&mut s, &found)?;
         self.traffic.add(&s);
         Ok(())
     }
-}
-
-/// Reads one frame's body (a challenge answer, checked by the caller).
-fn read_body(s: &mut TcpStream) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)
-        .map_err(|e| Error::io("receiving a lookup", e))?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > 64 << 10 {
-        return Err(Error::Bootstrap(format!("a lookup of {len} bytes")));
-    }
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body)
-        .map_err(|e| Error::io("receiving a lookup", e))?;
-    Ok(body)
 }
 
 /// How a rank asks rank 0's directory for endpoints it does not know.
@@ -1274,7 +1310,7 @@ mod tests {
                     let mut children = Vec::new();
                     for (r, mut s) in open {
                         match recv_msg::<Welcome>(&mut s).unwrap() {
-                            Welcome::Parent(p) => assert_eq!(Some(p.rank), tree.parent(r)),
+                            Welcome::Parent(p) => assert_eq!(Some(p[0].rank), tree.parent(r)),
                             other => panic!("rank {r}: {other:?}"),
                         }
                         if tree.parent(r) == Some(0) {
