@@ -698,50 +698,59 @@ fn init(ranks: u32) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
     let g = start(ranks)?;
     let init_us = t.elapsed().as_secs_f64() * 1e6;
     let (fds_up, rss_up) = (open_fds(), rss_kib());
-    // Every rank's figures into rank 0's segment: init time, then fds and
-    // KiB held once up, then once every pair has met (`segment_create` on
-    // all ranks connects every pair: each member registers with each).
+    let up = g.startup();
+    // Every rank's figures to rank 0 by passive message: each rank meets
+    // rank 0 alone (a segment of all ranks would connect every pair, and
+    // in a large job look up every endpoint: N^2 of what this measures).
     let n = g.size();
-    let seg = g.segment_create(SEG, 64 * n as u64, Memory::Host, Group::ALL, Timeout::Block)?;
-    g.barrier(Group::ALL, Timeout::Block)?;
+    let me = g.rank().0;
+    let seg = g.segment_alloc(SEG, 64 * n as u64, Memory::Host)?;
     let held = [
         init_us,
         fds_up.saturating_sub(fds) as f64,
         rss_up.saturating_sub(rss) as f64,
-        open_fds().saturating_sub(fds) as f64,
-        rss_kib().saturating_sub(rss) as f64,
+        up.connections as f64,
+        up.sent_bytes as f64,
+        up.received_bytes as f64,
     ];
-    let me = g.rank().0;
     seg.write(64 * me as usize, &held)?;
     if me != 0 {
-        let at = 64 * me as u64;
-        g.write_notify(SEG, at, Rank(0), SEG, at, 40, NotifyId(me), 1, Queue(0))?;
-        g.wait(Queue(0), Timeout::Block)?;
-        g.barrier(Group::ALL, Timeout::Block)?;
+        g.passive_send(SEG, 64 * me as u64, Rank(0), 48, Timeout::Block)?;
         return Ok(Vec::new());
     }
+    let mut rows = vec![held.to_vec()];
     for _ in 1..n {
-        let id = g.notify_waitsome(SEG, NotifyId(1), n - 1, Timeout::Block)?;
-        g.notify_reset(SEG, id)?;
+        let (_from, _len) = g.passive_receive(SEG, 0, Timeout::Block)?;
+        rows.push(seg.read_vec(0, 6)?);
     }
     let mut times = report::Samples::with_capacity(n as usize);
-    let mut sums = [0.0f64; 4];
-    for r in 0..n {
-        let v: Vec<f64> = seg.read_vec(64 * r as usize, 5)?;
+    let mut sums = [0.0f64; 3];
+    let mut conn_max = 0.0f64;
+    for v in &rows {
         times.push(v[0]);
-        for (s, x) in sums.iter_mut().zip(&v[1..]) {
-            *s += x;
-        }
+        sums[0] += v[1];
+        sums[1] += v[2];
+        sums[2] += v[3];
+        conn_max = conn_max.max(v[3]);
     }
-    let per_peer = sums.map(|s| s / n as f64 / (n.max(2) - 1) as f64);
     let mut rec = Record::new("init", n).with_samples(&times);
+    rec.max_us = times.0.iter().copied().reduce(f64::max);
     rec.transport = Some(g.transport(Rank(n - 1))?.into());
+    rec.bootstrap = Some(up.bootstrap.clone());
+    rec.rank0_sent_bytes = Some(up.sent_bytes);
+    rec.rank0_received_bytes = Some(up.received_bytes);
+    rec.rank0_connections = Some(up.connections as u64);
+    rec.connections_max = Some(conn_max as u64);
+    rec.connections_mean = Some(sums[2] / n as f64);
+    let later = g.startup();
     rec.note = Some(format!(
-        "per rank and peer (mean over ranks): once up {:.2} fds, {:.0} KiB; \
-         once every pair met {:.2} fds, {:.0} KiB",
-        per_peer[0], per_peer[1], per_peer[2], per_peer[3]
+        "once up, per rank (mean): {:.1} fds, {:.0} KiB; rank 0 after every rank looked it \
+         up: {} B sent, {} B received",
+        sums[0] / n as f64,
+        sums[1] / n as f64,
+        later.sent_bytes,
+        later.received_bytes
     ));
-    g.barrier(Group::ALL, Timeout::Block)?;
     Ok(vec![rec])
 }
 

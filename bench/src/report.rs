@@ -65,6 +65,31 @@ pub struct Record {
     /// bandwidth: `gbps / ref_gbps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
+    /// Slowest sample, microseconds (start-up: the slowest rank).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_us: Option<f64>,
+    /// Start-up: the bootstrap used, as the start-up log line names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<String>,
+    /// Start-up: bytes rank 0 sent for the bootstrap until its `init`
+    /// returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank0_sent_bytes: Option<u64>,
+    /// Start-up: bytes rank 0 received for the bootstrap until its `init`
+    /// returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank0_received_bytes: Option<u64>,
+    /// Start-up: control connections rank 0 held when `init` returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank0_connections: Option<u64>,
+    /// Start-up: the most control connections any rank held when its
+    /// `init` returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_max: Option<u64>,
+    /// Start-up: control connections per rank when `init` returned, mean
+    /// over the ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_mean: Option<f64>,
     /// Free-form remark (method, caveats, errors).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,

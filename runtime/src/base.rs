@@ -17,25 +17,48 @@ use crate::model::error::{Error, Result};
 use crate::model::ids::{Rank, SegId};
 use crate::model::stats::Stats;
 use crate::net::peers::Peers;
+use crate::net::rendezvous::Endpoint;
 use crate::segments::LocalSegment;
 use crate::transport::tables::{SegmentTables, Tables};
 use crate::transport::Transport;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Index of the internal system segment in the remote tables; user ids are
 /// below `segment_max` <= 255, so 255 is never a user's.
 pub(crate) const SYSTEM_SEG: usize = 255;
 
+impl std::fmt::Debug for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Base")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("peers", &self.peers)
+            .field("transports", &self.transports)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decides the transport to a peer from its endpoint.
+pub(crate) type ChooseTransport =
+    Box<dyn Fn(Rank, &Endpoint) -> Result<Option<Arc<dyn Transport>>> + Send + Sync>;
+
 /// The base every service of a rank stands on (see the module docs).
-#[derive(Debug)]
 pub(crate) struct Base {
     pub config: Config,
     pub rank: Rank,
     pub size: u32,
     /// The other ranks: alive or not, control connections, replies.
     pub peers: Arc<Peers>,
-    /// How each rank's segments are reached (`None`: no transport does).
-    pub transports: Vec<Option<Arc<dyn Transport>>>,
+    /// How each rank's segments are reached (`None`: no transport does),
+    /// decided at start-up or on first use ([`Base::transport`]).
+    pub transports: Vec<OnceLock<Option<Arc<dyn Transport>>>>,
+    /// Decides the transport to a peer from its endpoint (first use).
+    pub choose: ChooseTransport,
+    /// Attaches a peer's system segment (first use in jobs whose ranks
+    /// did not map every peer's at start-up; set by the front once).
+    pub attach_system: OnceLock<Box<dyn Fn(Rank) -> Result<()> + Send + Sync>>,
+    /// Serializes first-use attachments of system segments.
+    attaching: Mutex<()>,
     /// This rank's segments and the segments peers registered with it.
     pub tables: SegmentTables,
     /// The internal segment whose notifications carry collectives.
@@ -45,18 +68,94 @@ pub(crate) struct Base {
 }
 
 impl Base {
-    /// Name of the transport to `rank`.
+    /// A base whose transports are decided by `choose`, those of
+    /// `transports` that are `Some` already.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: Config,
+        rank: Rank,
+        size: u32,
+        peers: Arc<Peers>,
+        transports: Vec<Option<Option<Arc<dyn Transport>>>>,
+        choose: ChooseTransport,
+        tables: SegmentTables,
+        system: Arc<LocalSegment>,
+    ) -> Base {
+        Base {
+            config,
+            rank,
+            size,
+            peers,
+            transports: transports
+                .into_iter()
+                .map(|t| t.map(OnceLock::from).unwrap_or_default())
+                .collect(),
+            choose,
+            attach_system: OnceLock::new(),
+            attaching: Mutex::new(()),
+            tables,
+            system,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The transport to `rank` (`None`: no transport reaches it), decided
+    /// now from its endpoint if not yet (which may ask rank 0's directory
+    /// for the endpoint, decision 0065).
+    pub fn transport(&self, rank: Rank) -> Result<Option<&Arc<dyn Transport>>> {
+        self.peers.check_rank(rank)?;
+        let slot = &self.transports[rank.0 as usize];
+        if let Some(t) = slot.get() {
+            return Ok(t.as_ref());
+        }
+        let ep = self.peers.endpoint(rank)?;
+        let t = (self.choose)(rank, ep)?;
+        Ok(slot.get_or_init(|| t).as_ref())
+    }
+
+    /// The transport to `rank` if it is decided already.
+    pub fn transport_known(&self, rank: Rank) -> Option<&Arc<dyn Transport>> {
+        self.transports.get(rank.0 as usize)?.get()?.as_ref()
+    }
+
+    /// Name of the transport to `rank` ("none" also when it cannot be
+    /// decided: its endpoint cannot be had).
     pub fn transport_name(&self, rank: Rank) -> &'static str {
-        self.transports[rank.0 as usize]
-            .as_ref()
-            .map_or("none", |t| t.name())
+        match self.transport(rank) {
+            Ok(Some(t)) => t.name(),
+            _ => "none",
+        }
     }
 
     /// The provider of the transport towards `rank`, if it has one.
     pub fn transport_provider(&self, rank: Rank) -> Option<String> {
-        self.transports[rank.0 as usize]
-            .as_ref()
+        self.transport(rank)
+            .ok()
+            .flatten()
             .and_then(|t| t.provider().map(str::to_owned))
+    }
+
+    /// Makes sure `rank`'s system segment is attached here: at start-up in
+    /// a job whose ranks got the whole table, else on first use.
+    pub fn ensure_system(&self, rank: Rank) -> Result<()> {
+        let attached = |b: &Base| {
+            b.tables
+                .load()
+                .remote
+                .get(rank.0 as usize)
+                .is_some_and(|r| r[SYSTEM_SEG].is_some())
+        };
+        if attached(self) {
+            return Ok(());
+        }
+        let Some(attach) = self.attach_system.get() else {
+            return Ok(());
+        };
+        let _one = self.attaching.lock().unwrap_or_else(|e| e.into_inner());
+        if attached(self) {
+            return Ok(());
+        }
+        attach(rank)
     }
 }
 
@@ -187,7 +286,7 @@ impl Base {
     pub(crate) fn check_peer(&self, rank: Rank) -> Result<()> {
         self.peers.check_rank(rank)?;
         self.peers.peer_ok(rank)?;
-        if self.transports[rank.0 as usize].is_none() {
+        if self.transport(rank)?.is_none() {
             return Err(Error::NoTransport {
                 rank,
                 reason: "it is on another host and no network transport is available yet".into(),

@@ -103,8 +103,9 @@ impl Inner {
         seg: usize,
         desc: &crate::model::descriptor::SegmentDescriptor,
     ) -> Result<()> {
-        let transport = self.base.transports[owner.0 as usize]
-            .as_ref()
+        let transport = self
+            .base
+            .transport(owner)?
             .ok_or_else(|| Error::NoTransport {
                 rank: owner,
                 reason: "it is on another host and no network transport is available yet".into(),
@@ -254,6 +255,27 @@ fn raise_fd_limit() {
 pub struct Gaspi {
     pub(crate) inner: Arc<Inner>,
     engine: Mutex<Option<ProgressEngine>>,
+    /// Rank 0's endpoint directory, while it serves (decision 0065).
+    directory: Mutex<Option<rendezvous::DirectoryThread>>,
+    /// The bootstrap used and its traffic through this rank.
+    bootstrap: String,
+    traffic: Arc<rendezvous::Traffic>,
+    connections: usize,
+}
+
+/// What the start-up cost this rank ([`Gaspi::startup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartupStats {
+    /// The bootstrap that started the job, as the start-up log line names it.
+    pub bootstrap: String,
+    /// Bytes this rank sent for the bootstrap so far (start-up, and on rank
+    /// 0 the answers of its endpoint directory), as the kernel counts them.
+    pub sent_bytes: u64,
+    /// Bytes this rank received for the bootstrap so far (and for the
+    /// endpoint lookups it made).
+    pub received_bytes: u64,
+    /// Control connections this rank held when `init` returned.
+    pub connections: usize,
 }
 
 impl Gaspi {
@@ -323,39 +345,91 @@ impl Gaspi {
             transports: registry::endpoints(&network)?,
         };
         raise_fd_limit();
-        // Rank 0 and every other rank stay connected through the
-        // rendezvous; every other pair connects on first use.
-        let (table, star) = if size > 1 {
-            rendezvous::exchange_endpoints(&info, me, rendezvous, deadline)?
-        } else {
-            (vec![me], Vec::new())
+        // Every rank checks in with rank 0; the start-up tree's connections
+        // stay open (decision 0065); every other pair connects on first use.
+        let tree = rendezvous::Tree {
+            size,
+            fanout: config.startup_fanout,
         };
-        let mut star = star;
+        let traffic = Arc::new(rendezvous::Traffic::default());
+        let start = if size > 1 {
+            rendezvous::exchange_endpoints(
+                &info,
+                me,
+                rendezvous,
+                &listener,
+                tree,
+                config.endpoints_eager_max,
+                &traffic,
+                deadline,
+            )?
+        } else {
+            rendezvous::Start {
+                table: vec![Some(me)],
+                whole: true,
+                tree: Vec::new(),
+                directory: None,
+            }
+        };
+        let rendezvous::Start {
+            table,
+            whole,
+            tree: mut star,
+            directory,
+        } = start;
         let here = me_host.clone();
         let shm: Arc<dyn Transport> = Arc::new(SharedMemoryTransport);
         let tcp = Arc::new(TcpTransport::default());
         let tcp_dyn: Arc<dyn Transport> = tcp.clone();
+        // The transport to a peer, from its endpoint: decided for every
+        // peer now when this rank knows them all, else on first use.
+        let choose = {
+            let (config, network, shm, tcp) = (
+                config.clone(),
+                network.clone(),
+                shm.clone(),
+                tcp_dyn.clone(),
+            );
+            move |peer: Rank, ep: &Endpoint| -> Result<Option<Arc<dyn Transport>>> {
+                // A rank reaches itself through shared memory whatever else.
+                let same_host =
+                    ep.host == here && (peer == rank || config.transport == TransportChoice::Auto);
+                Ok(Some(if same_host {
+                    shm.clone()
+                } else {
+                    registry::connect_pair(&config, &network, rank, peer, &ep.transports)?
+                        .unwrap_or_else(|| tcp.clone())
+                }))
+            }
+        };
         let mut peers = Vec::with_capacity(size as usize);
         let mut transports = Vec::with_capacity(size as usize);
-        for ep in table {
-            // A rank reaches itself through shared memory whatever else.
-            let same_host =
-                ep.host == here && (ep.rank == rank.0 || config.transport == TransportChoice::Auto);
-            let transport = Some(if same_host {
-                shm.clone()
-            } else {
-                registry::connect_pair(&config, &network, rank, Rank(ep.rank), &ep.transports)?
-                    .unwrap_or_else(|| tcp_dyn.clone())
+        for (r, ep) in table.into_iter().enumerate() {
+            let r = Rank(r as u32);
+            transports.push(match (&ep, whole || r == rank) {
+                (Some(ep), true) => Some(choose(r, ep)?),
+                _ => None,
             });
             peers.push(Peer::new(ep));
-            transports.push(transport);
         }
+        let lookups =
+            (!whole)
+                .then_some(info.rendezvous)
+                .flatten()
+                .map(|addr| rendezvous::Directory {
+                    addr,
+                    key: config.launch.job_key.clone(),
+                    traffic: traffic.clone(),
+                });
         // Peers reached over TCP: a spinning waiter reads their
         // connections itself, so it does not wait for (or starve) the
-        // progress engine, and spins as long as any waiter does.
-        let tcp_peers = transports
-            .iter()
-            .any(|t| t.as_ref().is_some_and(|t| t.name() == "tcp"));
+        // progress engine, and spins as long as any waiter does. A job
+        // that decides transports on first use may meet TCP peers later.
+        let tcp_peers = !whole
+            || transports.iter().any(|t| {
+                t.as_ref()
+                    .is_some_and(|t| t.as_ref().is_some_and(|t| t.name() == "tcp"))
+            });
         // Waiters help with copies posted to this rank and read the
         // connections of TCP peers while they spin (`waiter_progress.rs`).
         let waiter_progress = Arc::new(WaiterProgress::default());
@@ -368,21 +442,23 @@ impl Gaspi {
             system.notifications.set_spin_work(work.clone());
         }
         let system = Arc::new(system);
-        let base = Arc::new(Base {
+        let peers = Arc::new(Peers::new(
+            rank,
+            peers,
+            config.launch.job_key.clone(),
+            config.peer_timeout,
+            lookups,
+        ));
+        let base = Arc::new(Base::new(
+            config,
             rank,
             size,
-            tables: SegmentTables::new(size),
-            system,
-            stats: crate::model::stats::Stats::default(),
-            peers: Arc::new(Peers::new(
-                rank,
-                peers,
-                config.launch.job_key.clone(),
-                config.peer_timeout,
-            )),
+            peers,
             transports,
-            config,
-        });
+            Box::new(choose),
+            SegmentTables::new(size),
+            system,
+        ));
         let gpu = Arc::new(crate::gpu::Gpu::new(base.clone()));
         let inner = Arc::new(Inner {
             groups: GroupTable::new(base.config.group_max, size),
@@ -435,16 +511,40 @@ impl Gaspi {
         // 0028). A rank that fails here tells rank 0, which stops the
         // whole job's start-up with its reason.
         let mapped = (0..size).try_for_each(|r| {
-            let desc = inner.base.peers[Rank(r)].endpoint.system.clone();
-            match inner.base.transports[r as usize].is_some() {
+            if !whole && r != rank.0 {
+                return Ok(());
+            }
+            let desc = inner.base.peers.endpoint(Rank(r))?.system.clone();
+            match inner.base.transport(Rank(r))?.is_some() {
                 true => inner.attach(Rank(r), SYSTEM_SEG, &desc),
                 false => Ok(()),
             }
         });
         rendezvous::finish_start(&info, &mut star, mapped, deadline)?;
-        // The star's connections become control connections.
+        // In a job whose ranks do not know every peer, a peer's system
+        // segment is attached on first use (decision 0065).
+        if !whole {
+            let weak = Arc::downgrade(&inner);
+            let _ = inner
+                .base
+                .attach_system
+                .set(Box::new(move |r: Rank| -> Result<()> {
+                    let Some(inner) = weak.upgrade() else {
+                        return Err(Error::Protocol("the rank is terminating".into()));
+                    };
+                    let desc = inner.base.peers.endpoint(r)?.system.clone();
+                    match inner.base.transport(r)?.is_some() {
+                        true => inner.attach(r, SYSTEM_SEG, &desc),
+                        false => Ok(()),
+                    }
+                }));
+        }
+        // Rank 0 answers lookups from here on.
+        let directory = directory.map(|d| d.serve()).transpose()?;
+        // The tree's connections become control connections.
         let mut readers = Vec::with_capacity(star.len());
         for (r, c) in star {
+            traffic.add(&c);
             crate::net::connection::watch_liveness(&c, inner.base.config.peer_timeout)?;
             let c = Arc::new(c);
             let _ = inner.base.peers[Rank(r)]
@@ -452,33 +552,56 @@ impl Gaspi {
                 .set(ControlOut::new(c.clone())?);
             readers.push((Rank(r), c));
         }
+        let connections = readers.len();
         let engine = ProgressEngine::start(inner.clone(), readers, listener)?;
         // Ranks reached per transport, for the start-up line: shared
         // memory, TCP and every network transport of this build, each
-        // said even when it reaches none.
+        // said even when it reaches none (of the peers whose transport is
+        // decided: all when the rank knows every endpoint).
         let reached = ["shm", "tcp"]
             .into_iter()
             .chain(registry::NETWORK.iter().map(|(n, _)| *n))
             .map(|name| {
                 let k = (0..size)
-                    .filter(|&r| r != rank.0 && inner.base.transport_name(Rank(r)) == name)
+                    .filter(|&r| {
+                        r != rank.0
+                            && inner
+                                .base
+                                .transport_known(Rank(r))
+                                .is_some_and(|t| t.name() == name)
+                    })
                     .count();
                 format!("{name} to {k} ranks")
             })
             .collect::<Vec<_>>()
             .join(", ");
+        let bootstrap = match whole {
+            true => format!(
+                "gaspi rendezvous (whole table, tree fan-out {})",
+                tree.fanout
+            ),
+            false => format!(
+                "gaspi rendezvous (endpoints on first use from rank 0, tree fan-out {})",
+                tree.fanout
+            ),
+        };
         tracing::info!(
             rank = rank.0,
             size,
-            "GASPI rank {} of {} up (launcher {:?}); transports: {}",
+            "GASPI rank {} of {} up (launcher {:?}, bootstrap {}); transports: {}",
             rank.0,
             size,
             inner.base.config.launch.launcher,
+            bootstrap,
             reached,
         );
         Ok(Gaspi {
             inner,
             engine: Mutex::new(Some(engine)),
+            directory: Mutex::new(directory),
+            bootstrap,
+            traffic,
+            connections,
         })
     }
 
@@ -491,6 +614,12 @@ impl Gaspi {
 
     fn shutdown(&self) {
         self.inner.gpu.owner_copies.stop_owner_inbox();
+        drop(
+            self.directory
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         let Some(mut engine) = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
@@ -516,6 +645,19 @@ impl Gaspi {
         // A peer that reads nothing (stopped) cannot hold the exit longer.
         self.inner.base.peers.flush_all(GOODBYE_FLUSH);
         engine.stop();
+    }
+
+    /// The bootstrap that started the job and what it cost this rank so
+    /// far: bytes sent and received (on rank 0 these grow with the lookups
+    /// its endpoint directory answers) and control connections at start.
+    pub fn startup(&self) -> StartupStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        StartupStats {
+            bootstrap: self.bootstrap.clone(),
+            sent_bytes: self.traffic.sent.load(Relaxed),
+            received_bytes: self.traffic.received.load(Relaxed),
+            connections: self.connections,
+        }
     }
 
     /// This rank.

@@ -63,7 +63,7 @@ mod waiter_progress;
 use gaspi_launch as launcher;
 
 pub use collectives::allreduce::{ReduceOp, Reducible, ALLREDUCE_BYTES_MAX, ALLREDUCE_ELEM_MAX};
-pub use context::Gaspi;
+pub use context::{Gaspi, StartupStats};
 /// The device-side API's Rust half (kernel argument, ring, NVRTC), for
 /// programs that launch their own kernels.
 pub use gaspi_gpu_kernels as kernels;

@@ -150,8 +150,10 @@ impl Gaspi {
         let seg = s.id;
         // A rank reaches its own segments through the same path as a peer's.
         let me = inner.base.rank;
-        let transport = inner.base.transports[me.0 as usize]
-            .clone()
+        let transport = inner
+            .base
+            .transport(me)?
+            .cloned()
             .expect("a rank always reaches itself");
         let s = Arc::new(s);
         let own: Box<dyn RemoteSegment> = if s.is_gpu() {

@@ -732,14 +732,17 @@ impl<H: EngineHost> Engine<H> {
         };
         let inner = &*self.inner;
         let key = &inner.base().config.launch.job_key;
-        let (stream, (from, to)) =
-            match p.finish::<(u32, u32)>(&body, key, crate::net::rendezvous::MESH_PURPOSE) {
-                Ok(v) => v,
-                Err(e) => {
-                    self.strangers.warn(format_args!("control listener: {e}"));
-                    return;
-                }
-            };
+        let (stream, (from, to, endpoint)) = match p.finish::<crate::net::rendezvous::MeshHello>(
+            &body,
+            key,
+            crate::net::rendezvous::MESH_PURPOSE,
+        ) {
+            Ok(v) => v,
+            Err(e) => {
+                self.strangers.warn(format_args!("control listener: {e}"));
+                return;
+            }
+        };
         if to != inner.base().rank.0 || from >= inner.base().size || from == inner.base().rank.0 {
             self.strangers.warn(format_args!(
                 "control listener: a connection for {from} -> {to} is not for this rank; dropped"
@@ -747,6 +750,9 @@ impl<H: EngineHost> Engine<H> {
             return;
         }
         let rank = Rank(from);
+        if let Some(ep) = endpoint.filter(|e| e.rank == from) {
+            inner.base().peers.learn_endpoint(ep);
+        }
         if let Err(e) =
             crate::net::connection::watch_liveness(&stream, inner.base().config.peer_timeout)
         {

@@ -114,6 +114,7 @@ fn system_of(
     rank: Rank,
 ) -> Result<std::sync::Arc<dyn crate::transport::RemoteSegment>> {
     base.peers.peer_ok(rank)?;
+    base.ensure_system(rank)?;
     base.tables.load().remote[rank.0 as usize][SYSTEM_SEG]
         .as_ref()
         .map(|e| e.segment().clone())

@@ -106,6 +106,7 @@ fn signal(base: &Base, to: Rank, word: u32, epoch: u32) -> Result<()> {
         Err(Error::PeerTerminated { .. }) => return Ok(()),
         Err(e) => return Err(e),
     }
+    base.ensure_system(to)?;
     let tables = base.tables.load();
     let seg = tables.remote[to.0 as usize][SYSTEM_SEG]
         .as_ref()

@@ -191,6 +191,16 @@ pub struct Config {
     /// first use) that nobody answers are repeated for as long, within the
     /// call's own timeout (decision 0056).
     pub peer_timeout: Duration,
+    /// Largest job whose ranks get the whole endpoint table at start-up
+    /// (`GASPI_ENDPOINTS_EAGER_MAX`, default 16): in larger jobs each rank
+    /// fetches a peer's endpoint from rank 0 on first use, and maps a
+    /// same-host peer's system segment on first use (decision 0065).
+    pub endpoints_eager_max: u32,
+    /// Children per rank of the start-up tree over which the start barrier
+    /// and news of deaths travel (`GASPI_STARTUP_FANOUT`, default 16, at
+    /// least 1): rank 0 holds this many control connections at start, not
+    /// one per rank (decision 0065).
+    pub startup_fanout: u32,
 }
 
 /// Default of [`Config::peer_timeout`]: 90 s, far above any timeout a
@@ -337,6 +347,8 @@ impl Default for Config {
             net_provider: None,
             net_cq_data: None,
             peer_timeout: DEFAULT_PEER_TIMEOUT,
+            endpoints_eager_max: 16,
+            startup_fanout: 16,
         }
     }
 }
@@ -434,6 +446,12 @@ impl Config {
         }
         if let Some(v) = env_u64("GASPI_PEER_TIMEOUT_MS")? {
             c.peer_timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = env_u64("GASPI_ENDPOINTS_EAGER_MAX")? {
+            c.endpoints_eager_max = v.min(u32::MAX as u64) as u32;
+        }
+        if let Some(v) = env_u64("GASPI_STARTUP_FANOUT")? {
+            c.startup_fanout = v.clamp(1, u32::MAX as u64) as u32;
         }
         if let Ok(v) = std::env::var("GASPI_TRANSPORT") {
             c.transport = v.parse()?;

@@ -80,7 +80,8 @@ impl Pending {
         })
     }
 
-    fn events(&self) -> libc::c_short {
+    /// What to poll the connection for (the challenge to send, or the answer).
+    pub(crate) fn events(&self) -> libc::c_short {
         if self.sent < self.out.len() {
             libc::POLLOUT
         } else {

@@ -38,6 +38,10 @@ pub(crate) fn this_is_the_engine_thread() {
     ON_ENGINE.with(|c| c.set(true));
 }
 
+/// Shortest a lookup at rank 0's directory may take before it fails (the
+/// peer timeout when longer): a loaded rank 0 answers late, not never.
+const LOOKUP_FOR: Duration = Duration::from_secs(30);
+
 const HEALTHY: u8 = 0;
 const TERMINATED: u8 = 1;
 const CORRUPT: u8 = 2;
@@ -45,7 +49,9 @@ const CORRUPT: u8 = 2;
 /// One other rank (or this one) as seen from here.
 #[derive(Debug)]
 pub(crate) struct Peer {
-    pub endpoint: Endpoint,
+    /// Where the peer is reached: known from the start-up, or fetched from
+    /// rank 0's directory on first use ([`Peers::endpoint`], decision 0065).
+    endpoint: OnceLock<Endpoint>,
     state: AtomicU8,
     /// Order in which this rank was found gone, among all (`u64::MAX`:
     /// healthy). Set right after `state`: a reader may see the state first
@@ -64,10 +70,11 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    /// A healthy peer reached at `endpoint`, not connected yet.
-    pub fn new(endpoint: Endpoint) -> Peer {
+    /// A healthy peer reached at `endpoint` (`None`: to be looked up on
+    /// first use), not connected yet.
+    pub fn new(endpoint: Option<Endpoint>) -> Peer {
         Peer {
-            endpoint,
+            endpoint: endpoint.map(OnceLock::from).unwrap_or_default(),
             state: AtomicU8::new(HEALTHY),
             failed_seq: AtomicU64::new(u64::MAX),
             control: OnceLock::new(),
@@ -105,6 +112,10 @@ pub(crate) struct Peers {
     list: Vec<Peer>,
     job_key: Vec<u8>,
     peer_timeout: Duration,
+    /// Where endpoints not known from the start-up are looked up.
+    directory: Option<rendezvous::Directory>,
+    /// Serializes lookups (one connection to the directory at a time).
+    looking_up: Mutex<()>,
     replies: Replies,
     tokens: AtomicU64,
     /// Ranks found gone so far (orders `Peer::failed_seq`).
@@ -145,13 +156,22 @@ impl Peers {
     /// The job's ranks from the rendezvous table (`list[r]` is rank `r`),
     /// all healthy; `job_key` proves connections made on first use,
     /// `peer_timeout` bounds how long a silent connection is believed.
-    pub fn new(rank: Rank, list: Vec<Peer>, job_key: Vec<u8>, peer_timeout: Duration) -> Peers {
+    /// `directory` answers for the peers whose endpoint `list` lacks.
+    pub fn new(
+        rank: Rank,
+        list: Vec<Peer>,
+        job_key: Vec<u8>,
+        peer_timeout: Duration,
+        directory: Option<rendezvous::Directory>,
+    ) -> Peers {
         Peers {
             rank,
             size: list.len() as u32,
             list,
             job_key,
             peer_timeout,
+            directory,
+            looking_up: Mutex::new(()),
             replies: Replies::default(),
             tokens: AtomicU64::new(1),
             failures: AtomicU64::new(0),
@@ -160,6 +180,40 @@ impl Peers {
             engine_waker: OnceLock::new(),
             events: OnceLock::new(),
             sweeps: Sweeps::default(),
+        }
+    }
+
+    /// The endpoint of `rank`: known since the start-up, or asked of rank
+    /// 0's directory now (once; decision 0065). The progress engine may ask
+    /// too: a lookup is one short exchange with rank 0's directory thread,
+    /// never with a progress engine.
+    pub fn endpoint(&self, rank: Rank) -> Result<&Endpoint> {
+        self.check_rank(rank)?;
+        let peer = &self.list[rank.0 as usize];
+        if let Some(e) = peer.endpoint.get() {
+            return Ok(e);
+        }
+        let _one = self.looking_up.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = peer.endpoint.get() {
+            return Ok(e);
+        }
+        let Some(dir) = &self.directory else {
+            return Err(Error::Protocol(format!("no endpoint known for {rank}")));
+        };
+        // A peer known gone is named as such, whatever the lookup says.
+        self.peer_ok(rank)?;
+        let found = dir
+            .lookup(&[rank.0], self.peer_timeout.max(LOOKUP_FOR))
+            .map_err(|e| self.peer_ok(rank).err().unwrap_or(e))?;
+        let ep = found.into_iter().next().expect("lookup checks the count");
+        Ok(peer.endpoint.get_or_init(|| ep))
+    }
+
+    /// Learns the endpoint a peer told on connecting here (kept unless
+    /// known already).
+    pub fn learn_endpoint(&self, ep: Endpoint) {
+        if let Some(p) = self.list.get(ep.rank as usize) {
+            let _ = p.endpoint.set(ep);
         }
     }
 
@@ -409,9 +463,10 @@ impl Peers {
         if let Some(c) = peer.control.get() {
             return Ok(c);
         }
+        let endpoint = self.endpoint(rank)?;
         let stream = rendezvous::connect_peer(
-            self.rank.0,
-            &peer.endpoint,
+            self.endpoint(self.rank)?,
+            endpoint,
             &self.job_key,
             deadline,
             self.peer_timeout,

@@ -4,18 +4,24 @@
 //!    size, rendezvous address and job key from whatever launched the
 //!    process.
 //! 2. `exchange_endpoints`: every rank connects to rank 0, proves the job
-//!    key (`auth`) and sends its `Endpoint`; rank 0 answers everyone with
-//!    the full table and closes the rendezvous. Rank 0 then takes no further
-//!    special part.
-//!    The rendezvous connections stay open: they are the control
-//!    connections between rank 0 and every other rank (a star, over which
-//!    news of a rank's death reaches every survivor).
+//!    key (`auth`) and sends its `Endpoint`. In a small job rank 0 answers
+//!    everyone with the full table; above `GASPI_ENDPOINTS_EAGER_MAX` ranks
+//!    only with the endpoint of the rank's parent in the start-up tree
+//!    ([`Tree`]), and the others are looked up at rank 0's directory on
+//!    first use ([`Directory`], [`DirectoryServer`]; decision 0065).
+//!    Each rank connects to its parent in the tree (rank 0's children keep
+//!    their rendezvous connection). The tree's connections stay open: they
+//!    are control connections, over which the start barrier
+//!    ([`finish_start`]) runs and the news of a rank's death reaches every
+//!    survivor. With at most `fanout + 1` ranks the tree is a star around
+//!    rank 0.
 //! 3. Every other pair connects on first use (`connect_peer`): the rank
 //!    that first sends to another connects to its control listener, which
 //!    the progress engine serves (`handshake::Pending`), and proves the
 //!    key again. A job of N ranks holds N - 1 connections at start-up, not
-//!    N(N - 1) / 2 (decision 0022); these control connections go to the
-//!    progress engines, and one that closes tells that its peer is gone.
+//!    N(N - 1) / 2 (decision 0022), and rank 0 holds `fanout` of them, not
+//!    N - 1; these control connections go to the progress engines, and one
+//!    that closes tells that its peer is gone.
 //!
 //! The listeners accept through `handshake`: every connection gets a few
 //! seconds of its own to prove the key while acceptance goes on, so one
@@ -23,7 +29,7 @@
 //! the address the job uses (`control_listener`), loopback for a job on
 //! one host.
 
-use super::frame::{read_frame, write_frame};
+use super::frame::read_frame;
 use super::{auth, handshake};
 use crate::model::descriptor::SegmentDescriptor;
 use crate::model::error::{Error, Result};
@@ -166,18 +172,154 @@ pub(crate) fn control_listener(info: &LaunchInfo) -> Result<TcpListener> {
     Ok(listener)
 }
 
-/// Exchanges endpoints through rank 0; returns them indexed by rank.
-/// The connections it leaves open are the control connections between
-/// rank 0 and each other rank: `(peer, stream)`, blocking. Rank 0 passes
-/// its rendezvous listener ([`rendezvous_listener`]), bound before any
-/// port of its own.
+/// Encodes one start-up message as a frame: the one place the bootstrap's
+/// own messages are encoded (with [`recv_msg`] the one place they are
+/// decoded), so that a change of encoding is made here.
+fn encode_msg<T: Serialize>(msg: &T) -> Result<Vec<u8>> {
+    crate::net::frame::encode(msg)
+}
+
+/// Sends one start-up message on a blocking stream.
+fn send_msg<T: Serialize>(s: &mut TcpStream, msg: &T) -> Result<()> {
+    let frame = encode_msg(msg)?;
+    std::io::Write::write_all(s, &frame).map_err(|e| Error::io("sending a frame", e))
+}
+
+/// Receives one start-up message from a blocking stream.
+fn recv_msg<T: serde::de::DeserializeOwned>(s: &mut TcpStream) -> Result<T> {
+    read_frame(s)
+}
+
+/// The start-up tree over which the start barrier and the news of deaths
+/// travel: rank `r`'s parent is `(r - 1) / k`, its children
+/// `k r + 1 ..= k r + k` (those below the job's size). With `k >= n - 1`
+/// it is the star around rank 0 that every job had before (decision 0065).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tree {
+    /// Ranks in the job.
+    pub size: u32,
+    /// Children per rank.
+    pub fanout: u32,
+}
+
+impl Tree {
+    /// The parent of `r` (none for rank 0).
+    pub fn parent(&self, r: u32) -> Option<u32> {
+        (r > 0).then(|| (r - 1) / self.fanout.max(1))
+    }
+
+    /// The children of `r`.
+    pub fn children(&self, r: u32) -> std::ops::Range<u32> {
+        let k = self.fanout.max(1) as u64;
+        let lo = (r as u64 * k + 1).min(self.size as u64) as u32;
+        let hi = (r as u64 * k + k + 1).min(self.size as u64) as u32;
+        lo..hi
+    }
+}
+
+/// Bytes of the bootstrap through this rank (start-up and, on rank 0, the
+/// endpoint directory's answers), counted by the kernel per socket
+/// (`TCP_INFO`) before each socket is closed or handed on.
+#[derive(Debug, Default)]
+pub(crate) struct Traffic {
+    /// Bytes this rank wrote.
+    pub sent: std::sync::atomic::AtomicU64,
+    /// Bytes this rank read.
+    pub received: std::sync::atomic::AtomicU64,
+}
+
+impl Traffic {
+    /// Adds what `s` carried so far.
+    pub fn add(&self, s: &TcpStream) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some((tx, rx)) = socket_bytes(s) {
+            self.sent.fetch_add(tx, Relaxed);
+            self.received.fetch_add(rx, Relaxed);
+        }
+    }
+}
+
+/// Bytes written to and read from `s` so far, as the kernel counts them.
+fn socket_bytes(s: &TcpStream) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable for `len` bytes and outlives the call; the
+    // descriptor belongs to `s`, alive across it.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| {
+        (
+            info.tcpi_bytes_sent
+                .saturating_sub(info.tcpi_bytes_retrans)
+                .saturating_add(info.tcpi_notsent_bytes as u64),
+            info.tcpi_bytes_received,
+        )
+    })
+}
+
+/// What the rendezvous leaves a rank with.
+pub(crate) struct Start {
+    /// Every endpoint this rank knows, indexed by rank: all of them on
+    /// rank 0 and in a job of at most `endpoints_eager_max` ranks; else its
+    /// own, its parent's and its children's (the rest come from the
+    /// directory on first use, [`Directory`]).
+    pub table: Vec<Option<Endpoint>>,
+    /// Whether every rank got the whole table (a job of at most
+    /// `endpoints_eager_max` ranks); rank 0 has it in any case.
+    pub whole: bool,
+    /// The start-up tree's connections of this rank, `(peer, stream)`,
+    /// blocking: its parent's first (none on rank 0), then its children's.
+    pub tree: StarConnections,
+    /// Rank 0's directory, to serve once the start-up is through (jobs
+    /// that do not get the whole table).
+    pub directory: Option<DirectoryServer>,
+}
+
+/// Rank 0's answer at the rendezvous.
+#[derive(Debug, Serialize, Deserialize)]
+enum Welcome {
+    /// Every rank's endpoint, indexed by rank.
+    Table(Vec<Endpoint>),
+    /// The endpoints of this rank's parent in the start-up tree and of
+    /// rank 0 (one when they are the same); the others come from the
+    /// directory on first use.
+    Parent(Vec<Endpoint>),
+    /// Why the job does not start (rank 0 timed out waiting for others).
+    Abort(String),
+}
+
+/// Meets the other ranks: every rank checks in with rank 0 (its endpoint,
+/// after proving the job key); once all have, rank 0 answers each with the
+/// whole table (a job of at most `eager_max` ranks) or only the endpoint of
+/// its parent in the start-up tree ([`Tree`]). Each rank then connects to
+/// its parent (rank 0's children keep their rendezvous connection) and
+/// takes its children's connections on its control listener (`control`).
+/// Rank 0 sends O(N) bytes in all when the table is not whole, and holds
+/// `fanout` connections once through, not N - 1 (decision 0065). Rank 0
+/// passes its rendezvous listener ([`rendezvous_listener`]), bound before
+/// any port of its own.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn exchange_endpoints(
     info: &LaunchInfo,
     me: Endpoint,
     rendezvous: Option<TcpListener>,
+    control: &TcpListener,
+    tree: Tree,
+    eager_max: u32,
+    traffic: &std::sync::Arc<Traffic>,
     deadline: Instant,
-) -> Result<(Vec<Endpoint>, StarConnections)> {
+) -> Result<Start> {
     let n = info.size as usize;
+    let whole = info.size <= eager_max;
     if info.rank == 0 {
         // Binding it here, after this rank's other ports, is what once
         // lost the probed port to the control listener: no fallback.
@@ -229,7 +371,7 @@ pub(crate) fn exchange_endpoints(
                 let _ = s
                     .set_nonblocking(false)
                     .and_then(|_| s.set_write_timeout(Some(Duration::from_millis(200))));
-                let _ = write_frame(s, &TableOrAbort::Abort(why.clone()));
+                let _ = send_msg(s, &Welcome::Abort(why.clone()));
             }
             return Err(Error::Bootstrap(why));
         }
@@ -246,29 +388,60 @@ pub(crate) fn exchange_endpoints(
         // One frame for all (N frames of N endpoints each: encoded once),
         // unless rank 0's control listener is on every interface: then
         // each peer is told rank 0's address as seen from that peer.
-        let shared = match table[0].control.ip().is_unspecified() {
-            true => None,
-            false => Some(crate::net::frame::encode(&TableOrAbort::Table(
-                table.clone(),
-            ))?),
+        let rank0_anywhere = table[0].control.ip().is_unspecified();
+        let shared = match (whole, rank0_anywhere) {
+            (true, false) => Some(encode_msg(&Welcome::Table(table.clone()))?),
+            _ => None,
         };
-        for (_, s) in conns.iter_mut() {
+        let mut tree_conns = Vec::with_capacity(tree.children(0).len());
+        for (r, mut s) in conns {
             let own;
             let frame: &[u8] = match &shared {
                 Some(f) => f,
                 None => {
-                    let mut t = table.clone();
-                    if let Ok(local) = s.local_addr() {
-                        t[0].control.set_ip(local.ip());
-                    }
-                    own = crate::net::frame::encode(&TableOrAbort::Table(t))?;
+                    let seen = |mut ep: Endpoint| {
+                        if ep.rank == 0 && rank0_anywhere {
+                            if let Ok(local) = s.local_addr() {
+                                ep.control.set_ip(local.ip());
+                            }
+                        }
+                        ep
+                    };
+                    let welcome = match whole {
+                        true => Welcome::Table(table.iter().cloned().map(seen).collect()),
+                        false => {
+                            let p = tree.parent(r).expect("rank 0 answers other ranks");
+                            let mut known = vec![seen(table[p as usize].clone())];
+                            if p != 0 {
+                                known.push(seen(table[0].clone()));
+                            }
+                            Welcome::Parent(known)
+                        }
+                    };
+                    own = encode_msg(&welcome)?;
                     &own
                 }
             };
-            std::io::Write::write_all(s, frame)
+            std::io::Write::write_all(&mut s, frame)
                 .map_err(|e| Error::io("sending the endpoint table", e))?;
+            if tree.parent(r) == Some(0) {
+                tree_conns.push((r, s));
+            } else {
+                traffic.add(&s);
+            }
         }
-        Ok((table, conns))
+        let directory = (!whole).then(|| DirectoryServer {
+            listener,
+            table: table.clone(),
+            key: info.job_key.clone(),
+            traffic: traffic.clone(),
+        });
+        Ok(Start {
+            table: table.into_iter().map(Some).collect(),
+            whole,
+            tree: tree_conns,
+            directory,
+        })
     } else {
         let addr = info
             .rendezvous
@@ -283,7 +456,7 @@ pub(crate) fn exchange_endpoints(
             }
         }
         auth::answer(&mut s, &info.job_key, RENDEZVOUS, &me)?;
-        let answer: TableOrAbort = read_frame(&mut s).map_err(|e| match Failure::of(&e) {
+        let answer: Welcome = recv_msg(&mut s).map_err(|e| match Failure::of(&e) {
             Failure::TimedOut => Error::Bootstrap(format!(
                 "timed out after {:.1?} waiting for the endpoint table from rank 0 \
                  (it has not heard from every rank yet; GASPI_INIT_TIMEOUT_MS raises the limit)",
@@ -300,17 +473,96 @@ pub(crate) fn exchange_endpoints(
                 Error::Bootstrap(format!("receiving the endpoint table from rank 0: {e}"))
             }
         })?;
-        let table = match answer {
-            TableOrAbort::Table(t) => t,
-            TableOrAbort::Abort(why) => return Err(Error::Bootstrap(why)),
+        let rank = info.rank;
+        let parent = tree.parent(rank).expect("not rank 0");
+        let mut table: Vec<Option<Endpoint>> = vec![None; n];
+        let whole = match answer {
+            Welcome::Table(t) => {
+                if t.len() != n {
+                    return Err(Error::Bootstrap(format!(
+                        "rank 0 sent {} endpoints for a job of {n}",
+                        t.len()
+                    )));
+                }
+                table = t.into_iter().map(Some).collect();
+                true
+            }
+            Welcome::Parent(known) => {
+                if known.first().map(|p| p.rank) != Some(parent)
+                    || known.iter().any(|e| e.rank >= info.size)
+                {
+                    return Err(Error::Bootstrap(format!(
+                        "rank 0 did not name rank {parent} as the parent of rank {rank}"
+                    )));
+                }
+                for e in known {
+                    let r = e.rank as usize;
+                    table[r] = Some(e);
+                }
+                false
+            }
+            Welcome::Abort(why) => return Err(Error::Bootstrap(why)),
         };
-        if table.len() != n {
-            return Err(Error::Bootstrap(format!(
-                "rank 0 sent {} endpoints for a job of {n}",
-                table.len()
-            )));
+        table[rank as usize] = Some(me.clone());
+        let mut conns: StarConnections = Vec::with_capacity(1 + tree.children(rank).len());
+        if parent == 0 {
+            conns.push((0, s));
+        } else {
+            traffic.add(&s);
+            drop(s);
+            let p = table[parent as usize]
+                .as_ref()
+                .expect("the parent's endpoint came with the welcome");
+            let mut up = connect_until(p.control, deadline, &format!("rank {parent}"))?;
+            blocking(&up, deadline)?;
+            auth::answer(&mut up, &info.job_key, TREE, &me)?;
+            conns.push((parent, up));
         }
-        Ok((table, vec![(0, s)]))
+        let children = tree.children(rank);
+        if !children.is_empty() {
+            let mut accepted = Vec::with_capacity(children.len());
+            let mut seen = vec![false; children.len()];
+            handshake::accept_authenticated(
+                control,
+                &info.job_key,
+                TREE,
+                children.len(),
+                deadline,
+                "this rank's children in the start-up tree",
+                |ep: &Endpoint| {
+                    let ok =
+                        children.contains(&ep.rank) && !seen[(ep.rank - children.start) as usize];
+                    if !ok {
+                        return Err(Error::Bootstrap(format!(
+                            "start-up tree: rank {} is not a child of rank {rank} \
+                             (or checked in twice)",
+                            ep.rank
+                        )));
+                    }
+                    seen[(ep.rank - children.start) as usize] = true;
+                    Ok(())
+                },
+                &mut accepted,
+            )
+            .map_err(|e| {
+                Error::Bootstrap(format!(
+                    "waiting for this rank's children {children:?} in the start-up tree: {e} \
+                     (GASPI_INIT_TIMEOUT_MS raises the limit)"
+                ))
+            })?;
+            for (c, ep) in accepted {
+                blocking(&c, deadline)?;
+                let r = ep.rank;
+                table[r as usize] = Some(ep);
+                conns.push((r, c));
+            }
+        }
+        Ok(Start {
+            table,
+            whole,
+            tree: conns,
+            directory: None,
+        })
     }
 }
 
@@ -341,16 +593,21 @@ impl Failure {
     }
 }
 
-/// What a rank tells rank 0 at the end of its start-up.
+/// What a rank tells its parent in the start-up tree at the end of its
+/// start-up, for itself and the ranks below it.
 #[derive(Debug, Serialize, Deserialize)]
 enum StartReport {
-    /// Every same-host peer's memory is mapped; this rank can be reached.
+    /// This rank and every rank below it mapped what they map of their
+    /// peers; they can be reached.
     Ready,
     /// This rank cannot start (the reason); it leaves.
     Failed(String),
+    /// A rank below this one cannot start (the whole reason, naming it).
+    Below(String),
 }
 
-/// Rank 0's answer to every rank once all have reported.
+/// The root's answer, passed down the start-up tree once every rank has
+/// reported.
 #[derive(Debug, Serialize, Deserialize)]
 enum StartVerdict {
     /// Every rank is ready: `init` returns.
@@ -359,60 +616,51 @@ enum StartVerdict {
     Abort(String),
 }
 
-/// The last step of start-up, a barrier over the star of rendezvous
-/// connections (decision 0028): every rank reports to rank 0 whether it
-/// mapped what it maps of its peers (`mine`: this rank's own outcome),
-/// and rank 0 answers everyone with a go-ahead once every rank is ready,
-/// or with the first failure. So no rank returns from `init`, and none
-/// can leave the job, before every rank has mapped its memory: mapping a
-/// peer's memory at start-up never meets a peer that already ended, and
-/// when `init` returns every rank is reachable.
+/// The last step of start-up, a barrier over the start-up tree (decisions
+/// 0028, 0065): every rank reports to its parent, once its children have
+/// reported to it, whether it (and they) mapped what they map of their
+/// peers (`mine`: this rank's own outcome); rank 0 sends a go-ahead down
+/// the tree once every rank is ready, or the first failure. So no rank
+/// returns from `init`, and none can leave the job, before every rank has
+/// mapped what it maps at start-up, and when `init` returns every rank is
+/// reachable. In a job whose tree is the star around rank 0 (at most
+/// `fanout + 1` ranks) this is the barrier of old, message for message.
 ///
-/// `star` are the streams [`exchange_endpoints`] returned, still blocking;
-/// nothing else has been sent on them. Fails, naming the rank, when a rank
-/// reports a failure, ends, or does not report by `deadline`; on rank 0 a
-/// failure is passed on to every other rank before this returns.
+/// `tree` are the streams [`exchange_endpoints`] returned, still blocking
+/// (the parent's first, except on rank 0); nothing else has been sent on
+/// them. Fails, naming the rank, when a rank reports a failure, ends, or
+/// does not report by `deadline`; a failure is passed on to the ranks
+/// below before this returns.
 pub(crate) fn finish_start(
     info: &LaunchInfo,
-    star: &mut [(u32, TcpStream)],
+    tree: &mut [(u32, TcpStream)],
     mine: Result<()>,
     deadline: Instant,
 ) -> Result<()> {
     let started = Instant::now();
-    if info.rank != 0 {
-        let Some((_, s)) = star.first_mut() else {
-            return mine;
-        };
-        let report = match &mine {
-            Ok(()) => StartReport::Ready,
-            Err(e) => StartReport::Failed(e.to_string()),
-        };
-        // A failed rank reports and leaves; rank 0 passes it on.
-        let sent = blocking(s, deadline).and_then(|_| write_frame(s, &report));
-        mine?;
-        sent.map_err(|e| Error::Bootstrap(format!("telling rank 0 this rank is ready: {e}")))?;
-        let verdict: StartVerdict = read_frame(s).map_err(|e| {
-            Error::Bootstrap(match Failure::of(&e) {
-                Failure::TimedOut => format!(
-                    "timed out after {:.1?} waiting for rank 0's go-ahead (some rank has not \
-                     finished its start-up; GASPI_INIT_TIMEOUT_MS raises the limit)",
-                    started.elapsed()
-                ),
-                Failure::Closed => {
-                    format!("rank 0 ended during the start-up, before its go-ahead ({e})")
-                }
-                Failure::Other => format!("receiving rank 0's go-ahead: {e}"),
-            })
-        })?;
-        return match verdict {
-            StartVerdict::Go => Ok(()),
-            StartVerdict::Abort(why) => Err(Error::Bootstrap(why)),
-        };
+    let (mut parent, children) = match info.rank {
+        0 => (None, tree),
+        _ => match tree.split_first_mut() {
+            Some((p, c)) => (Some(p), c),
+            None => return mine,
+        },
+    };
+    if let (Err(e), Some(p)) = (&mine, parent.as_mut()) {
+        // A failed rank reports and leaves; rank 0 passes it on, and the
+        // ranks below learn it from here.
+        let why = e.to_string();
+        let s = &mut p.1;
+        let _ = blocking(s, deadline).and_then(|_| send_msg(s, &StartReport::Failed(why.clone())));
+        let below = StartVerdict::Abort(format!("rank {} could not start: {why}", info.rank));
+        for (_, c) in children.iter_mut() {
+            let _ = blocking(c, deadline).and_then(|_| send_msg(c, &below));
+        }
+        return mine;
     }
-    // Rank 0: every report, then one verdict for all.
+    // Every child's report (each for the ranks below it too).
     let mut failure: Option<String> = mine.as_ref().err().map(|e| format!("rank 0: {e}"));
     if failure.is_none() {
-        for (r, s) in star.iter_mut() {
+        for (r, s) in children.iter_mut() {
             let timed_out = || {
                 format!(
                     "timed out after {:.1?} waiting for rank {r} to finish its start-up \
@@ -421,7 +669,7 @@ pub(crate) fn finish_start(
                 )
             };
             let report = match blocking(s, deadline) {
-                Ok(()) => read_frame::<StartReport>(s),
+                Ok(()) => recv_msg::<StartReport>(s),
                 Err(_) => {
                     failure = Some(timed_out());
                     break;
@@ -430,6 +678,7 @@ pub(crate) fn finish_start(
             let why = match report {
                 Ok(StartReport::Ready) => continue,
                 Ok(StartReport::Failed(why)) => format!("rank {r} could not start: {why}"),
+                Ok(StartReport::Below(why)) => why,
                 Err(e) => match Failure::of(&e) {
                     Failure::TimedOut => timed_out(),
                     Failure::Closed => format!("rank {r} ended during the start-up ({e})"),
@@ -440,15 +689,61 @@ pub(crate) fn finish_start(
             break;
         }
     }
-    let verdict = match &failure {
+    // Up, then the verdict from above (rank 0 decides).
+    let mut verdict = match &failure {
         None => StartVerdict::Go,
         Some(why) => StartVerdict::Abort(why.clone()),
     };
-    for (r, s) in star.iter_mut() {
+    if let Some((p, s)) = parent {
+        let p = *p;
+        let report = match &failure {
+            None => StartReport::Ready,
+            Some(why) => StartReport::Below(why.clone()),
+        };
+        let sent = blocking(s, deadline).and_then(|_| send_msg(s, &report));
+        let answer = sent
+            .map_err(|e| Error::Bootstrap(format!("telling rank {p} this rank is ready: {e}")))
+            .and_then(|_| {
+                recv_msg::<StartVerdict>(s).map_err(|e| {
+                    Error::Bootstrap(match Failure::of(&e) {
+                        Failure::TimedOut => format!(
+                            "timed out after {:.1?} waiting for rank 0's go-ahead (some rank \
+                             has not finished its start-up; GASPI_INIT_TIMEOUT_MS raises the \
+                             limit)",
+                            started.elapsed()
+                        ),
+                        Failure::Closed if p == 0 => {
+                            format!("rank 0 ended during the start-up, before its go-ahead ({e})")
+                        }
+                        Failure::Closed => format!(
+                            "rank {p} (this rank's parent in the start-up tree) ended during the \
+                             start-up, before the go-ahead ({e})"
+                        ),
+                        Failure::Other => format!("receiving rank 0's go-ahead: {e}"),
+                    })
+                })
+            });
+        verdict = match answer {
+            Ok(v) => v,
+            Err(e) => {
+                // The ranks below learn it and leave too.
+                let below = StartVerdict::Abort(e.to_string());
+                for (_, c) in children.iter_mut() {
+                    let _ = blocking(c, deadline).and_then(|_| send_msg(c, &below));
+                }
+                return Err(e);
+            }
+        };
+    }
+    let mut failure = match &verdict {
+        StartVerdict::Go => None,
+        StartVerdict::Abort(why) => Some(why.clone()),
+    };
+    for (r, s) in children.iter_mut() {
         // The go-ahead reaches every rank within the deadline or the
         // start-up fails; an abort is best effort (the rank may be gone,
         // and it would time out anyway).
-        let sent = blocking(s, deadline).and_then(|_| write_frame(s, &verdict));
+        let sent = blocking(s, deadline).and_then(|_| send_msg(s, &verdict));
         if let (Err(e), None) = (sent, &failure) {
             failure = Some(format!("sending rank {r} the go-ahead: {e}"));
         }
@@ -460,13 +755,230 @@ pub(crate) fn finish_start(
     }
 }
 
-/// Rank 0's answer at the rendezvous.
-#[derive(Debug, Serialize, Deserialize)]
-enum TableOrAbort {
-    /// Every rank's endpoint, indexed by rank.
-    Table(Vec<Endpoint>),
-    /// Why the job does not start (rank 0 timed out waiting for others).
-    Abort(String),
+/// Purpose string of the proof on start-up tree connections.
+const TREE: &str = "gaspi-tree-v1";
+
+/// Purpose string of the proof on a lookup at rank 0's directory.
+const DIRECTORY: &str = "gaspi-directory-v1";
+
+/// Most endpoints one lookup may ask for.
+const LOOKUP_MAX: usize = 4096;
+
+/// How long the directory waits on one lookup's connection (a rank asks
+/// at once; a stranger costs no more than this).
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Rank 0's endpoint directory in a job whose ranks do not get the whole
+/// table: it answers lookups on the rendezvous listener, on a thread of its
+/// own, until the rank terminates ([`DirectoryServer::serve`]).
+pub(crate) struct DirectoryServer {
+    listener: TcpListener,
+    table: Vec<Endpoint>,
+    key: Vec<u8>,
+    traffic: std::sync::Arc<Traffic>,
+}
+
+/// The running directory; stopped (and its port released) on drop.
+pub(crate) struct DirectoryThread {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for DirectoryThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectoryThread").finish_non_exhaustive()
+    }
+}
+
+impl Drop for DirectoryThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl DirectoryServer {
+    /// Serves lookups until the returned handle is dropped: each a
+    /// connection, the job key proved with the ranks asked for as payload
+    /// ([`handshake::Pending`], every pending lookup advancing under one
+    /// `poll`, so a slow or silent asker holds up no other), their
+    /// endpoints as the answer, closed.
+    pub fn serve(self) -> Result<DirectoryThread> {
+        use std::os::fd::AsRawFd;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        self.listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("configuring the directory's listener", e))?;
+        let thread = std::thread::Builder::new()
+            .name("gaspi-directory".into())
+            .spawn(move || {
+                let mut failed = crate::net::log_tally::Tally::new("lookups refused");
+                let mut pending: Vec<handshake::Pending> = Vec::new();
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let now = Instant::now();
+                    pending.retain(|p| {
+                        if now >= p.until() {
+                            failed.warn(format_args!(
+                                "endpoint directory: {} asked nothing within {LOOKUP_TIMEOUT:?}",
+                                p.peer()
+                            ));
+                        }
+                        now < p.until()
+                    });
+                    let mut fds: Vec<libc::pollfd> = std::iter::once(libc::pollfd {
+                        fd: self.listener.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .chain(pending.iter().map(|p| libc::pollfd {
+                        fd: p.stream().as_raw_fd(),
+                        events: p.events(),
+                        revents: 0,
+                    }))
+                    .collect();
+                    // SAFETY: `fds` is a valid array of `fds.len()` pollfds,
+                    // alive across the call; its descriptors belong to the
+                    // listener and `pending`, owned by this thread.
+                    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+                    if n <= 0 {
+                        continue;
+                    }
+                    for i in (0..pending.len()).rev() {
+                        if fds[i + 1].revents == 0 {
+                            continue;
+                        }
+                        match pending[i].advance() {
+                            handshake::Step::Wait => {}
+                            handshake::Step::Drop(why) => {
+                                let p = pending.remove(i);
+                                failed.warn(format_args!("endpoint directory: {} {why}", p.peer()));
+                            }
+                            handshake::Step::Answered(body) => {
+                                let p = pending.remove(i);
+                                if let Err(e) = self.answer(p, &body) {
+                                    failed.warn(format_args!("endpoint directory: {e}"));
+                                }
+                            }
+                        }
+                    }
+                    if fds[0].revents == 0 {
+                        continue;
+                    }
+                    while let Ok((s, _)) = self.listener.accept() {
+                        if pending.len() >= handshake::MAX_PENDING * 16 {
+                            let old = pending.remove(0);
+                            failed.warn(format_args!(
+                                "endpoint directory: too many lookups pending; dropped the \
+                                 oldest, from {}",
+                                old.peer()
+                            ));
+                        }
+                        match handshake::Pending::new(s, Instant::now() + LOOKUP_TIMEOUT) {
+                            Ok(p) => pending.push(p),
+                            Err(e) => failed.warn(format_args!("endpoint directory: {e}")),
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the endpoint directory", e))?;
+        Ok(DirectoryThread {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Answers one lookup whose proof (`body`) came in.
+    fn answer(&self, p: handshake::Pending, body: &[u8]) -> Result<()> {
+        let peer = p.peer().to_string();
+        let (mut s, ranks) = p.finish::<Vec<u32>>(body, &self.key, DIRECTORY)?;
+        if ranks.len() > LOOKUP_MAX {
+            return Err(Error::Bootstrap(format!(
+                "a lookup from {peer} asked for {} endpoints",
+                ranks.len()
+            )));
+        }
+        let mut found = Vec::with_capacity(ranks.len());
+        for r in ranks {
+            let Some(ep) = self.table.get(r as usize) else {
+                return Err(Error::Bootstrap(format!(
+                    "a lookup from {peer} asked for rank {r} of {}",
+                    self.table.len()
+                )));
+            };
+            let mut ep = ep.clone();
+            if ep.control.ip().is_unspecified() {
+                if let Ok(local) = s.local_addr() {
+                    ep.control.set_ip(local.ip());
+                }
+            }
+            found.push(ep);
+        }
+        // The answer is small: it fits the socket's buffer at once.
+        s.set_nonblocking(false)
+            .and_then(|_| s.set_write_timeout(Some(LOOKUP_TIMEOUT)))
+            .map_err(|e| Error::io("configuring a lookup connection", e))?;
+        send_msg(&mut s, &found)?;
+        self.traffic.add(&s);
+        Ok(())
+    }
+}
+
+/// How a rank asks rank 0's directory for endpoints it does not know.
+#[derive(Debug, Clone)]
+pub(crate) struct Directory {
+    /// Rank 0's rendezvous address.
+    pub addr: SocketAddr,
+    /// The job key.
+    pub key: Vec<u8>,
+    /// This rank's bootstrap traffic, which lookups add to.
+    pub traffic: std::sync::Arc<Traffic>,
+}
+
+impl Directory {
+    /// The endpoints of `ranks`, in that order, within `timeout`. A refused
+    /// connection fails at once: nobody answers there any more (rank 0 has
+    /// ended).
+    pub fn lookup(&self, ranks: &[u32], timeout: Duration) -> Result<Vec<Endpoint>> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_millis(5);
+        let mut s = loop {
+            let d = left(deadline).map_err(|_| {
+                Error::Bootstrap(format!(
+                    "timed out asking rank 0's endpoint directory at {}",
+                    self.addr
+                ))
+            })?;
+            match TcpStream::connect_timeout(&self.addr, d.min(Duration::from_secs(2))) {
+                Ok(s) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    return Err(Error::Bootstrap(format!(
+                        "rank 0's endpoint directory at {} refused a lookup ({e}): rank 0 has \
+                         ended, and this rank never learnt the endpoints of {}",
+                        self.addr,
+                        rank_list(&ranks.iter().map(|&r| r as usize).collect::<Vec<_>>())
+                    )))
+                }
+                Err(_) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+            }
+        };
+        blocking(&s, deadline)?;
+        auth::answer(&mut s, &self.key, DIRECTORY, &ranks.to_vec())?;
+        let found: Vec<Endpoint> = recv_msg(&mut s)
+            .map_err(|e| Error::Bootstrap(format!("asking rank 0's endpoint directory: {e}")))?;
+        self.traffic.add(&s);
+        if found.len() != ranks.len() || found.iter().zip(ranks).any(|(e, &r)| e.rank != r) {
+            return Err(Error::Bootstrap(
+                "rank 0's endpoint directory answered for other ranks".into(),
+            ));
+        }
+        Ok(found)
+    }
 }
 
 /// "rank 2", "ranks 2, 3, 5", "ranks 2, 3, ... (40 ranks)".
@@ -491,6 +1003,11 @@ pub(crate) type StarConnections = Vec<(u32, TcpStream)>;
 /// Purpose string of the proof on control connections made on first use.
 pub(crate) const MESH_PURPOSE: &str = MESH;
 
+/// What a rank proves the job key with when it connects on first use:
+/// its rank, the peer's, and its own endpoint (so that the peer need not
+/// look it up, decision 0065).
+pub(crate) type MeshHello = (u32, u32, Option<Endpoint>);
+
 /// Opens the control connection from rank `me` to `peer` (on first use):
 /// connects to its control listener and answers its challenge, within
 /// `deadline` (`None`: for as long as `alive` says the peer may still
@@ -514,7 +1031,7 @@ pub(crate) const MESH_PURPOSE: &str = MESH;
 /// failed the call: about one job in twelve over a link losing 5% of its
 /// packets (`a_lossy_slow_link_delivers_whole_data_in_order`).
 pub(crate) fn connect_peer(
-    me: u32,
+    me: &Endpoint,
     peer: &Endpoint,
     key: &[u8],
     deadline: Option<Instant>,
@@ -596,7 +1113,7 @@ enum Attempt {
 
 /// One try of [`connect_peer`].
 fn connect_peer_once(
-    me: u32,
+    me: &Endpoint,
     peer: &Endpoint,
     key: &[u8],
     deadline: Option<Instant>,
@@ -688,7 +1205,8 @@ fn connect_peer_once(
         }
     }
     let nonce: Vec<u8> = crate::net::frame::decode(&frame[4..])?;
-    let answer = auth::answer_frame(key, MESH, &nonce, &(me, peer.rank))?;
+    let hello: MeshHello = (me.rank, peer.rank, Some(me.clone()));
+    let answer = auth::answer_frame(key, MESH, &nonce, &hello)?;
     s.set_write_timeout(Some(left()?))
         .and_then(|_| s.write_all(&answer))
         .map_err(|e| Error::io(format!("answering rank {}'s challenge", peer.rank), e))?;
@@ -696,4 +1214,179 @@ fn connect_peer_once(
         .and_then(|_| s.set_write_timeout(None))
         .map_err(|e| Error::io("configuring a control connection", e))?;
     Ok(Attempt::Connected(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tree;
+
+    #[test]
+    fn every_rank_but_0_is_the_child_of_its_parent_and_of_no_other() {
+        for size in [1u32, 2, 3, 16, 17, 18, 100, 1000] {
+            for fanout in [1u32, 2, 3, 16, 2000] {
+                let t = Tree { size, fanout };
+                let mut seen = vec![0u32; size as usize];
+                for r in 0..size {
+                    assert!(t.children(r).len() <= fanout as usize);
+                    for c in t.children(r) {
+                        assert_eq!(t.parent(c), Some(r), "size {size} fanout {fanout}");
+                        seen[c as usize] += 1;
+                    }
+                }
+                assert_eq!(t.parent(0), None);
+                assert!(seen.iter().skip(1).all(|&k| k == 1));
+                assert_eq!(seen[0], 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_tree_with_a_fanout_of_the_job_is_the_star_around_rank_0() {
+        let t = Tree {
+            size: 17,
+            fanout: 16,
+        };
+        assert_eq!(t.children(0), 1..17);
+        assert!((1..17).all(|r| t.parent(r) == Some(0) && t.children(r).is_empty()));
+    }
+
+    /// The start-up as rank 0 runs it, against `n - 1` simulated peers:
+    /// rank 0 runs the real `exchange_endpoints` and `finish_start`; the
+    /// peers (threads of this process, `threads` of them, each playing
+    /// many ranks) run the real client side of the check-in (the job key's
+    /// proof, an endpoint as large as a real one) and of the barrier of
+    /// rank 0's children. Returns rank 0's seconds in the rendezvous and
+    /// in the barrier, and its bytes sent and received.
+    fn simulate_rank0(n: u32, fanout: u32, threads: u32) -> (f64, f64, u64, u64) {
+        use super::*;
+        use std::sync::Arc;
+        let key = b"model-key".to_vec();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let control = TcpListener::bind("127.0.0.1:0").unwrap();
+        let system = crate::segments::LocalSegment::alloc_host(
+            crate::model::ids::SegId(255),
+            4096,
+            64,
+            Duration::ZERO,
+        )
+        .unwrap();
+        let endpoint = |rank: u32| Endpoint {
+            rank,
+            host: HostId::current().unwrap(),
+            hostname: "node-0001.cluster.example".into(),
+            pid: 4_000_000 + rank,
+            control: control.local_addr().unwrap(),
+            system: system.descriptor.clone(),
+            transports: Vec::new(),
+        };
+        let info = LaunchInfo {
+            launcher: gaspi_launch::Launcher::GaspiRun,
+            rank: 0,
+            size: n,
+            local_rank: 0,
+            local_size: n,
+            rendezvous: Some(addr),
+            rendezvous_fd: None,
+            job_key: key.clone(),
+        };
+        let tree = Tree { size: n, fanout };
+        let peers: Vec<std::thread::JoinHandle<()>> = (0..threads)
+            .map(|t| {
+                let key = key.clone();
+                let eps: Vec<Endpoint> =
+                    (1..n).filter(|r| r % threads == t).map(endpoint).collect();
+                std::thread::spawn(move || {
+                    let deadline = Instant::now() + Duration::from_secs(600);
+                    let mut open = Vec::new();
+                    for ep in eps {
+                        let mut s = connect_until(addr, deadline, "rank 0").unwrap();
+                        blocking(&s, deadline).unwrap();
+                        auth::answer(&mut s, &key, RENDEZVOUS, &ep).unwrap();
+                        open.push((ep.rank, s));
+                    }
+                    // Every welcome (and rank 0's children report ready),
+                    // then the children's verdicts.
+                    let mut children = Vec::new();
+                    for (r, mut s) in open {
+                        match recv_msg::<Welcome>(&mut s).unwrap() {
+                            Welcome::Parent(p) => assert_eq!(Some(p[0].rank), tree.parent(r)),
+                            other => panic!("rank {r}: {other:?}"),
+                        }
+                        if tree.parent(r) == Some(0) {
+                            send_msg(&mut s, &StartReport::Ready).unwrap();
+                            children.push(s);
+                        }
+                    }
+                    for mut s in children {
+                        let v: StartVerdict = recv_msg(&mut s).unwrap();
+                        assert!(matches!(v, StartVerdict::Go));
+                    }
+                })
+            })
+            .collect();
+        let traffic = Arc::new(Traffic::default());
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let t = Instant::now();
+        let mut start = exchange_endpoints(
+            &info,
+            endpoint(0),
+            Some(listener),
+            &control,
+            tree,
+            16,
+            &traffic,
+            deadline,
+        )
+        .unwrap();
+        let rendezvous_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        finish_start(&info, &mut start.tree, Ok(()), deadline).unwrap();
+        let barrier_s = t.elapsed().as_secs_f64();
+        for (_, s) in &start.tree {
+            traffic.add(s);
+        }
+        for p in peers {
+            p.join().unwrap();
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            rendezvous_s,
+            barrier_s,
+            traffic.sent.load(Relaxed),
+            traffic.received.load(Relaxed),
+        )
+    }
+
+    #[test]
+    fn rank_0_starts_a_job_of_simulated_peers_and_its_traffic_is_linear() {
+        let (_, _, sent_a, received_a) = simulate_rank0(100, 16, 4);
+        let (_, _, sent_b, received_b) = simulate_rank0(400, 16, 4);
+        // Four times the ranks, four times the bytes (give or take the
+        // constant part), not sixteen.
+        for (a, b) in [(sent_a, sent_b), (received_a, received_b)] {
+            let ratio = b as f64 / a as f64;
+            assert!((3.5..4.5).contains(&ratio), "{a} -> {b} bytes: x{ratio:.2}");
+        }
+    }
+
+    /// The model run of issue 43 (docs/startup-model.md):
+    /// `GASPI_MODEL_SIZES=1024,16384 cargo test --release -p gaspi --lib
+    /// model_run -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a model run, minutes long: see docs/startup-model.md"]
+    fn model_run() {
+        let sizes: Vec<u32> = std::env::var("GASPI_MODEL_SIZES")
+            .unwrap_or_else(|_| "1024,4096,16384".into())
+            .split(',')
+            .map(|v| v.trim().parse().unwrap())
+            .collect();
+        for n in sizes {
+            let (r, b, sent, received) = simulate_rank0(n, 16, 8);
+            println!(
+                "{{\"model\":\"rank0-simulated-peers\",\"ranks\":{n},\"rendezvous_s\":{r:.3},\
+                 \"barrier_s\":{b:.4},\"rank0_sent_bytes\":{sent},\"rank0_received_bytes\":{received}}}"
+            );
+        }
+    }
 }

@@ -792,6 +792,7 @@ pub(crate) fn put_assisted(
     if to.rank == base.rank || !local.is_shared_memory() || !local.known_by(to.rank) {
         return None;
     }
+    base.ensure_system(to.rank).ok()?;
     let tables = base.tables.load();
     let system = tables
         .remote

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# init-scale.sh - start-up at scale on this machine (issue 43): for each job
+# size, `gaspi-bench --json init` under gaspi-run with the rendezvous of
+# decision 0065 ("tree"), the same binary with the star and whole table of
+# before ("star": GASPI_STARTUP_FANOUT and GASPI_ENDPOINTS_EAGER_MAX above
+# the size), gaspi-bench under mpirun ("tree-mpirun"), and Open MPI's
+# MPI_Init + MPI_Finalize of as many processes under mpirun
+# (bench/peers/mpi_init.c, "mpi"), interleaved, ROUNDS rounds each.
+#
+#   bench/init-scale.sh [SIZE...]        (default: 64 256 1024)
+#
+# Environment: ROUNDS (default 3); STAR_MAX (largest size the star runs at,
+# default 1024); JOB_TIMEOUT (seconds per job, default 300); VARIANTS
+# (default "tree star tree-mpirun mpi").
+#
+# Prints one JSON line per job (gaspi-bench's or the MPI peer's, with
+# "variant", "round" and "wall_s", the launcher's whole run, added), then a
+# table of medians over rounds. Run it under the test lock on a shared
+# machine: flock /tmp/gaspi-tests.lock bench/init-scale.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+SIZES=("$@")
+[ ${#SIZES[@]} -gt 0 ] || SIZES=(64 256 1024)
+ROUNDS=${ROUNDS:-3}
+STAR_MAX=${STAR_MAX:-1024}
+JOB_TIMEOUT=${JOB_TIMEOUT:-300}
+VARIANTS=${VARIANTS:-"tree star tree-mpirun mpi"}
+OUT=target/bench-peers/init-scale
+mkdir -p "$OUT"
+B=target/release
+[ -x $B/gaspi-bench ] && [ -x $B/gaspi-run ] || {
+    echo "init-scale.sh: build first: cargo build --release -p gaspi-bench -p gaspi-launch --features gaspi-launch/cli" >&2
+    exit 2
+}
+HAVE_MPI=1
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+    mpicc -O2 -Wall -o "$OUT/mpi_init" bench/peers/mpi_init.c
+else
+    echo "init-scale.sh: no mpicc/mpirun (apt-get install libopenmpi-dev openmpi-bin): MPI variants skipped" >&2
+    HAVE_MPI=0
+fi
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+ulimit -n 65536 2>/dev/null || true
+RESULTS=${RESULTS:-$OUT/results-$(date +%Y%m%d-%H%M%S).jsonl}
+: >"$RESULTS"
+run() { # variant n round command...
+    local variant=$1 n=$2 round=$3
+    shift 3
+    local t0 t1 line
+    t0=$(date +%s.%N)
+    if line=$(timeout "$JOB_TIMEOUT" "$@" 2>"$OUT/$variant-$n-$round.err" | grep '^{' | tail -1); then :; fi
+    t1=$(date +%s.%N)
+    if [ -z "$line" ]; then
+        line="{\"bench\":\"init\",\"ranks\":$n,\"note\":\"failed or timed out; see $OUT/$variant-$n-$round.err\"}"
+    fi
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(variant=sys.argv[2], round=int(sys.argv[3]), wall_s=round(float(sys.argv[5])-float(sys.argv[4]),3)); print(json.dumps(r))' \
+        "$line" "$variant" "$round" "$t0" "$t1" | tee -a "$RESULTS"
+}
+for n in "${SIZES[@]}"; do
+    for round in $(seq 1 "$ROUNDS"); do
+        for v in $VARIANTS; do
+            case $v in
+            tree) run tree "$n" "$round" $B/gaspi-run -n "$n" $B/gaspi-bench --json init ;;
+            star)
+                [ "$n" -le "$STAR_MAX" ] || continue
+                run star "$n" "$round" env GASPI_STARTUP_FANOUT=$((n + 1)) GASPI_ENDPOINTS_EAGER_MAX=$((n + 1)) \
+                    $B/gaspi-run -n "$n" $B/gaspi-bench --json init
+                ;;
+            tree-mpirun)
+                [ $HAVE_MPI = 1 ] || continue
+                run tree-mpirun "$n" "$round" "${MPIRUN[@]}" -np "$n" $B/gaspi-bench --json init
+                ;;
+            mpi)
+                [ $HAVE_MPI = 1 ] || continue
+                run mpi "$n" "$round" "${MPIRUN[@]}" -np "$n" "$OUT/mpi_init"
+                ;;
+            esac
+        done
+    done
+done
+python3 - "$RESULTS" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+keys = sorted({(r["ranks"], r["variant"]) for r in rows})
+print(f"\n{'ranks':>6} {'variant':<12} {'rounds':>6} {'init median s':>13} {'init slowest s':>14} {'wall s':>12} {'rank0 sent B':>13} {'rank0 recv B':>13} {'conn r0':>7} {'conn max':>8}")
+for n, v in keys:
+    rs = [r for r in rows if r["ranks"] == n and r["variant"] == v and "median_us" in r]
+    if not rs:
+        print(f"{n:>6} {v:<12} failed"); continue
+    med = lambda k: statistics.median(r[k] for r in rs) if all(k in r for r in rs) else None
+    walls = sorted(r["wall_s"] for r in rs)
+    f = lambda x, d=0: "-" if x is None else f"{x:.{d}f}"
+    print(f"{n:>6} {v:<12} {len(rs):>6} {f(med('median_us')/1e6,3):>13} {f(med('max_us')/1e6,3):>14} "
+          f"{f(statistics.median(walls),2):>5} ({f(walls[0],1)}-{f(walls[-1],1)}) {f(med('rank0_sent_bytes')):>13} "
+          f"{f(med('rank0_received_bytes')):>13} {f(med('rank0_connections')):>7} {f(med('connections_max')):>8}")
+PY
