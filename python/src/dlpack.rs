@@ -99,6 +99,7 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
 /// CUDA), C-contiguous, holding `owner` until the tensor is freed.
 #[pyfunction]
 #[pyo3(signature = (owner, ptr, shape, code, bits, device_type, device_id))]
+#[allow(clippy::too_many_arguments)] // DLPack's fields, one argument each
 pub fn dlpack_capsule(
     py: Python<'_>,
     owner: Py<PyAny>,

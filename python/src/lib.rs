@@ -1,31 +1,31 @@
 //! `gaspi._gaspi`: the Rust half of the Python package `gaspi`.
 //!
-//! Python programs reach the runtime through two classes, [`PyGaspi`]
+//! Python programs reach the runtime through two classes, `PyGaspi`
 //! (`gaspi.Gaspi`, the context, with every GASPI call as a method named and
-//! ordered as the Rust crate's) and [`PySegment`] (`gaspi.Segment`, a
+//! ordered as the Rust crate's) and `PySegment` (`gaspi.Segment`, a
 //! handle that keeps the segment's memory alive). Ids, offsets and ranks are
 //! plain ints; errors become the exceptions of `gaspi/_errors.py`
 //! (`gaspi.Error`, `gaspi.TimeoutError`, `gaspi.PeerDeadError`).
 //!
 //! Why it is shaped so:
 //! - **The GIL and Ctrl-C.** A blocking call runs with the GIL released
-//!   (other Python threads go on) in slices of at most [`SLICE`]: the
+//!   (other Python threads go on) in slices of at most `SLICE`: the
 //!   runtime's waits are resumable after a timeout, so between slices the
 //!   call checks for signals and a Ctrl-C raises `KeyboardInterrupt`
 //!   within a slice. Calls that are not resumable (segment creation, its
 //!   registration and deletion, init) run on a helper thread the caller
-//!   waits for in slices ([`on_helper`]). Calls that never wait (posting a
+//!   waits for in slices (`on_helper`). Calls that never wait (posting a
 //!   write, `notify_reset`) keep the GIL: releasing it would cost more than
-//!   the call (except copies of [`DETACH_BYTES`] or more).
+//!   the call (except copies of `DETACH_BYTES` or more).
 //! - **Memory as arrays.** The stable ABI of Python 3.9 has no buffer
 //!   protocol for extension types, so a host segment becomes a NumPy array
 //!   through `__array_interface__` (`gaspi/_arrays.py`), which aliases the
 //!   segment and holds the handle; a GPU segment becomes an object with
 //!   `__cuda_array_interface__` and `__dlpack__`, whose DLPack capsule is
-//!   made here ([`dlpack`]).
+//!   made here (`dlpack`).
 //! - **Launching.** `gaspi-run` and `python -m gaspi.run` parse their
-//!   command line in Python (`gaspi/run.py`) and call [`launch`] and
-//!   [`agent`], the launchers of the `gaspi-launch` crate.
+//!   command line in Python (`gaspi/run.py`) and call `launch` and
+//!   `agent`, the launchers of the `gaspi-launch` crate.
 
 mod dlpack;
 

@@ -416,9 +416,62 @@ def interrupt(g):
         say("interrupted again")
 
 
+def gpu_dlpack(g):
+    """A GPU segment as a torch tensor (DLPack and __cuda_array_interface__),
+    aliasing the segment; the runtime's copies reach it."""
+    import torch
+
+    dev = g.rank() % torch.cuda.device_count()
+    seg = g.segment_create(0, 1 << 20, gpu=dev)
+    assert seg.gpu == dev
+    view = seg.array(np.float32)
+    assert isinstance(view, gaspi.DeviceArray) and view.shape == ((1 << 20) // 4,)
+    t = torch.from_dlpack(view)
+    assert t.device == torch.device("cuda", dev) and t.data_ptr() == seg.ptr
+    assert t.dtype == torch.float32 and t.shape == ((1 << 20) // 4,)
+    t2 = torch.as_tensor(seg.array(torch.int32, offset=4096, count=16), device=f"cuda:{dev}")
+    assert t2.data_ptr() == seg.ptr + 4096
+    t[:1024] = torch.arange(1024, device=t.device, dtype=torch.float32) + 1000 * g.rank()
+    torch.cuda.synchronize(dev)
+    got = np.frombuffer(seg.read_bytes(0, 4096), dtype=np.float32)
+    assert (got == np.arange(1024) + 1000 * g.rank()).all(), "the tensor wrote the segment"
+    seg.write_bytes(8192, np.full(16, 7, dtype=np.float32).tobytes())
+    assert (t[2048:2064] == 7).all().item(), "the segment's bytes are the tensor's"
+    # A peer's write lands in the tensor made before it.
+    me, n = g.rank(), g.size()
+    right, left = (me + 1) % n, (me - 1) % n
+    host = g.segment_create(1, 1 << 16)
+    host.array(np.float32)[:256] = np.arange(256) * (me + 1)
+    g.write_notify(1, 0, right, 0, 65536, 1024, 3, 1)  # host -> GPU
+    g.wait()
+    g.notify_waitsome(0, 3, 1, timeout=60_000)
+    g.notify_reset(0, 3)
+    torch.cuda.synchronize(dev)
+    assert torch.equal(t[16384:16640].cpu(), torch.arange(256, dtype=torch.float32) * (left + 1))
+    g.barrier()
+    # GPU -> host: our tensor's first 1024 floats into the right's host segment.
+    g.write_notify(0, 0, right, 1, 8192, 4096, 4, 1)
+    g.wait()
+    g.notify_waitsome(1, 4, 1, timeout=60_000)
+    g.notify_reset(1, 4)
+    assert (host.array(np.float32)[2048:3072] == np.arange(1024) + 1000 * left).all()
+    # And a read of the right's GPU segment into our host segment.
+    g.barrier()
+    g.read(1, 32768, right, 0, 0, 4096)
+    g.wait()
+    assert (host.array(np.float32)[8192:9216] == np.arange(1024) + 1000 * right).all()
+    g.barrier()
+
+
+def gpu_absent(g):
+    """Without a GPU a GPU segment is refused with gaspi.Error."""
+    e = expect_error("Gpu", g.segment_alloc, 0, 4096, gpu=0)
+    say("no GPU:", e)
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in (ring, write_read, lists, atomics, passive, groups, allreduce, alias, segments, errors, peer_dead, gil, interrupt)
+    for f in (ring, write_read, lists, atomics, passive, groups, allreduce, alias, segments, errors, peer_dead, gil, interrupt, gpu_dlpack, gpu_absent)
 }
 
 
