@@ -30,6 +30,7 @@
 mod dlpack;
 
 use gaspi::{Config, Gaspi, Group, ListElem, Memory, NotifyId, Queue, Rank, ReduceOp, SegId};
+use nix::sys::signal::{SigSet, Signal};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -215,6 +216,10 @@ fn on_helper<T: Send + 'static>(
     std::thread::Builder::new()
         .name("gaspi-python-call".into())
         .spawn(move || {
+            // Signals are Python's, on its main thread: this thread, and the
+            // runtime's threads it starts (init starts the progress
+            // engine), which inherit its mask, never take them.
+            let _ = python_signals().thread_block();
             let _ = tx.send(op());
         })
         .map_err(|e| PyRuntimeError::new_err(format!("starting a helper thread: {e}")))?;
@@ -234,6 +239,25 @@ fn on_helper<T: Send + 'static>(
             }
         }
     }
+}
+
+/// The signals Python handles itself (Ctrl-C, termination, timers, its
+/// child processes'), which runtime threads must leave to it.
+fn python_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGALRM,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGCHLD,
+    ] {
+        set.add(s);
+    }
+    set
 }
 
 fn seg_id(id: u32) -> PyResult<SegId> {
