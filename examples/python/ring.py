@@ -30,7 +30,8 @@ def main() -> int:
         value = g.notify_reset(0, nid)
         got = words[1024:1536]  # offset 8192: the data is there before the notification
         assert (got == 42).all()
-        print(f"rank {g.rank()} of {g.size()}: notification {nid} = {value}, 4 KiB intact", flush=True)
+        # One write per line (end=""): the ranks share the terminal.
+        print(f"rank {g.rank()} of {g.size()}: notification {nid} = {value}, 4 KiB intact\n", end="", flush=True)
         g.barrier()
     return 0
 
