@@ -67,7 +67,8 @@ fn garbage(addr: SocketAddr) -> TcpStream {
 }
 
 /// A connection that reads the challenge and answers it in the right shape
-/// (a frame of bincode `{payload: Vec<u8>, mac: Vec<u8>}`) without the key.
+/// (a frame of postcard `{payload: Vec<u8>, mac: Vec<u8>}`: each a varint
+/// length and the bytes) without the key.
 /// Should the encoding change, this is garbage and must be dropped all
 /// the same.
 fn wrong_key(addr: SocketAddr) -> TcpStream {
@@ -80,7 +81,7 @@ fn wrong_key(addr: SocketAddr) -> TcpStream {
     s.read_exact(&mut nonce).expect("reading the challenge");
     let mut body = Vec::new();
     for part in [&[1u8, 2, 3, 4][..], &[0xAB; 32][..]] {
-        body.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        body.push(part.len() as u8); // a varint of one byte below 128
         body.extend_from_slice(part);
     }
     let mut frame = (body.len() as u32).to_le_bytes().to_vec();

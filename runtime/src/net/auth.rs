@@ -65,8 +65,7 @@ pub(crate) fn answer_frame<T: Serialize>(
     nonce: &[u8],
     payload: &T,
 ) -> Result<Vec<u8>> {
-    let payload =
-        bincode::serialize(payload).map_err(|e| Error::Protocol(format!("encoding: {e}")))?;
+    let payload = crate::net::frame::encode_body(payload)?;
     let m = mac(key, purpose, nonce, &payload)
         .finalize()
         .into_bytes()
@@ -82,8 +81,7 @@ pub(crate) fn answer<T: Serialize>(
     payload: &T,
 ) -> Result<()> {
     let nonce: Vec<u8> = read_frame(stream)?;
-    let payload =
-        bincode::serialize(payload).map_err(|e| Error::Protocol(format!("encoding: {e}")))?;
+    let payload = crate::net::frame::encode_body(payload)?;
     let m = mac(key, purpose, &nonce, &payload)
         .finalize()
         .into_bytes()

@@ -1,7 +1,9 @@
 //! Frames on the control connections between ranks.
 //!
-//! Every frame is a little-endian `u32` length followed by a bincode-encoded
-//! [`Message`]. The control connections carry what cannot be one-sided:
+//! Every frame is a little-endian `u32` length followed by a
+//! postcard-encoded [`Message`] (decision 0075: variant index and integers
+//! as LEB128 varints, `u8` and `Option` tags one byte, byte strings a varint
+//! length and the bytes; a body must be read whole, no byte left over). The control connections carry what cannot be one-sided:
 //! segment registration, replies, health, orderly goodbye. Data never goes
 //! here on the shared-memory transport.
 
@@ -96,6 +98,9 @@ pub(crate) enum Message {
     /// `failure`) refused.
     Settled {
         queue: u8,
+        /// Four bytes little-endian, not a varint: the frame has one size
+        /// ([`SETTLED_FRAME`]) and is built on the stack.
+        #[serde(with = "postcard::fixint::le")]
         count: u32,
         failure: Option<String>,
     },
@@ -115,16 +120,31 @@ pub(crate) enum Message {
 
 /// Encodes `msg` as one frame.
 pub(crate) fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>> {
-    let body = bincode::serialize(msg).map_err(|e| Error::Protocol(format!("encoding: {e}")))?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&body);
+    // The length prefix first, then the body after it in the same vector.
+    let mut frame = postcard::to_extend(msg, vec![0u8; 4])
+        .map_err(|e| Error::Protocol(format!("encoding: {e}")))?;
+    let body = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&body.to_le_bytes());
     Ok(frame)
 }
 
-/// Decodes one frame body.
+/// Encodes `value` alone, without a length prefix (a payload inside a
+/// frame, a transport's key).
+pub(crate) fn encode_body<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    postcard::to_allocvec(value).map_err(|e| Error::Protocol(format!("encoding: {e}")))
+}
+
+/// Decodes one frame body, which it must take whole.
 pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
-    bincode::deserialize(body).map_err(|e| Error::Protocol(format!("decoding: {e}")))
+    let (value, rest) =
+        postcard::take_from_bytes(body).map_err(|e| Error::Protocol(format!("decoding: {e}")))?;
+    if !rest.is_empty() {
+        return Err(Error::Protocol(format!(
+            "decoding: {} bytes left over after the value",
+            rest.len()
+        )));
+    }
+    Ok(value)
 }
 
 /// Writes one frame to a blocking stream.
@@ -183,7 +203,7 @@ pub(crate) enum Frame<'a> {
 /// Takes every complete frame at the front of `buf`, in order, to
 /// `on_frame`: a `Put` with its data in place, a `Settled` without a
 /// failure read in place too (the two frames of every write over TCP,
-/// kept off bincode's decoder and the heap), anything else decoded.
+/// kept off the generic decoder and the heap), anything else decoded.
 /// Returns the bytes the complete frames took (the caller drops them),
 /// and the first error, which stops it.
 pub(crate) fn for_each_frame(
@@ -237,19 +257,22 @@ pub(crate) struct PutRef<'a> {
     pub notify: Option<(u32, u32)>,
 }
 
-/// The first four bytes of every body of `msg`'s variant: bincode's
-/// variant index, taken from bincode itself so that it follows the
-/// enum's order (`cell` keeps it).
-fn variant_tag(cell: &'static std::sync::OnceLock<[u8; 4]>, msg: fn() -> Message) -> [u8; 4] {
+/// The first byte of every body of `msg`'s variant: its variant index,
+/// taken from the encoder itself so that it follows the enum's order
+/// (`cell` keeps it). One byte while the enum has fewer than 128 variants
+/// (the varint of a larger index would take two; the encoder's answer is
+/// checked).
+fn variant_tag(cell: &'static std::sync::OnceLock<u8>, msg: fn() -> Message) -> u8 {
     *cell.get_or_init(|| {
-        let body = bincode::serialize(&msg()).expect("every message encodes");
-        [body[0], body[1], body[2], body[3]]
+        let body = encode_body(&msg()).expect("every message encodes");
+        assert!(body[0] < 0x80, "a variant index of one byte");
+        body[0]
     })
 }
 
-/// The first four bytes of every `Put` body.
-fn put_tag() -> [u8; 4] {
-    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+/// The first byte of every `Put` body.
+fn put_tag() -> u8 {
+    static TAG: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     variant_tag(&TAG, || Message::Put {
         queue: None,
         seg: 0,
@@ -259,9 +282,9 @@ fn put_tag() -> [u8; 4] {
     })
 }
 
-/// The first four bytes of every `Settled` body.
-fn settled_tag() -> [u8; 4] {
-    static TAG: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+/// The first byte of every `Settled` body.
+fn settled_tag() -> u8 {
+    static TAG: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     variant_tag(&TAG, || Message::Settled {
         queue: 0,
         count: 0,
@@ -271,7 +294,7 @@ fn settled_tag() -> [u8; 4] {
 
 /// Bytes of the frame of a `Settled` without a failure: length prefix,
 /// tag, queue, count, the failure's `None`.
-pub(crate) const SETTLED_FRAME: usize = 4 + 4 + 1 + 4 + 1;
+pub(crate) const SETTLED_FRAME: usize = 4 + 1 + 1 + 4 + 1;
 
 /// The frame of `Message::Settled { queue, count, failure: None }`, the
 /// same bytes as [`encode`] gives (a test checks it), built on the stack:
@@ -279,24 +302,62 @@ pub(crate) const SETTLED_FRAME: usize = 4 + 4 + 1 + 4 + 1;
 pub(crate) fn encode_settled(queue: u8, count: u32) -> [u8; SETTLED_FRAME] {
     let mut f = [0u8; SETTLED_FRAME];
     f[..4].copy_from_slice(&((SETTLED_FRAME - 4) as u32).to_le_bytes());
-    f[4..8].copy_from_slice(&settled_tag());
-    f[8] = queue;
-    f[9..13].copy_from_slice(&count.to_le_bytes());
-    f[13] = 0; // failure: None
+    f[4] = settled_tag();
+    f[5] = queue;
+    f[6..10].copy_from_slice(&count.to_le_bytes());
+    f[10] = 0; // failure: None
     f
 }
 
 /// The queue and count of a `Settled` body without a failure; `None` for
-/// any other body (a `Settled` with a failure is decoded by bincode).
+/// any other body (a `Settled` with a failure goes to the generic decoder).
 fn parse_settled(body: &[u8]) -> Option<(u8, u32)> {
-    if body.len() != SETTLED_FRAME - 4 || body[..4] != settled_tag() || body[9] != 0 {
+    if body.len() != SETTLED_FRAME - 4 || body[0] != settled_tag() || body[6] != 0 {
         return None;
     }
-    Some((body[4], u32::from_le_bytes(body[5..9].try_into().ok()?)))
+    Some((body[1], u32::from_le_bytes(body[2..6].try_into().ok()?)))
+}
+
+/// Appends the LEB128 varint of `v` (postcard's integer encoding) to `put`.
+fn put_varint(v: u64, mut put: impl FnMut(&[u8])) {
+    let mut buf = [0u8; 10];
+    let mut n = 0;
+    let mut v = v;
+    loop {
+        let byte = (v & 0x7F) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf[n] = byte;
+            n += 1;
+            break;
+        }
+        buf[n] = byte | 0x80;
+        n += 1;
+    }
+    put(&buf[..n]);
+}
+
+/// Reads a varint of at most `max` bytes whose last byte is at most
+/// `last_max`, as postcard's decoder does (`max` 10 and `last_max` 1 for a
+/// `u64`, 5 and 15 for a `u32`), from `take`.
+fn take_varint<'a>(
+    mut take: impl FnMut(usize) -> Option<&'a [u8]>,
+    max: usize,
+    last_max: u8,
+) -> Option<u64> {
+    let mut out = 0u64;
+    for i in 0..max {
+        let byte = take(1)?[0];
+        out |= u64::from(byte & 0x7F) << (7 * i);
+        if byte & 0x80 == 0 {
+            return (i + 1 < max || byte <= last_max).then_some(out);
+        }
+    }
+    None
 }
 
 /// The frame of a `Message::Put`, the same bytes as [`encode`] gives
-/// (bincode's layout: variant index, then the fields in order; a test
+/// (postcard's layout: variant index, then the fields in order; a test
 /// checks it against `encode`). The transport sends the head
 /// ([`encode_put_head`]) and the data where it lies instead.
 #[cfg(test)]
@@ -314,8 +375,8 @@ pub(crate) fn encode_put(
 }
 
 /// Bytes of a `Put` frame's head at most: length prefix, tag, queue, segment,
-/// offset, notification, data length.
-pub(crate) const PUT_HEAD_MAX: usize = 4 + 4 + 2 + 1 + 8 + 9 + 8;
+/// offset (a varint), notification (two), data length (one more).
+pub(crate) const PUT_HEAD_MAX: usize = 4 + 1 + 2 + 1 + 10 + (1 + 5 + 5) + 10;
 
 /// The bytes of a `Put` frame that come before its `len` bytes of data:
 /// sent with the data where it lies (`ControlOut::offer_parts`), they make
@@ -334,22 +395,22 @@ pub(crate) fn encode_put_head(
         f[at..at + bytes.len()].copy_from_slice(bytes);
         at += bytes.len();
     };
-    put(&put_tag());
+    put(&[put_tag()]);
     match queue {
         Some(q) => put(&[1, q]),
         None => put(&[0]),
     }
     put(&[seg]);
-    put(&offset.to_le_bytes());
+    put_varint(offset, &mut put);
     match notify {
         Some((id, value)) => {
             put(&[1]);
-            put(&id.to_le_bytes());
-            put(&value.to_le_bytes());
+            put_varint(id.into(), &mut put);
+            put_varint(value.into(), &mut put);
         }
         None => put(&[0]),
     }
-    put(&(len as u64).to_le_bytes());
+    put_varint(len as u64, &mut put);
     let body = (at - 4 + len) as u32;
     f[..4].copy_from_slice(&body.to_le_bytes());
     (f, at)
@@ -388,10 +449,10 @@ pub(crate) fn put_head(buf: &[u8]) -> Option<PutHead> {
 /// `head` the body's bytes before the data; `None` when `body` does not
 /// start with them whole.
 fn put_fields(body: &[u8]) -> Option<PutHead> {
-    if body.get(..4)? != put_tag() {
+    if *body.first()? != put_tag() {
         return None;
     }
-    let mut at = 4usize;
+    let mut at = 1usize;
     let mut take = |n: usize| -> Option<&[u8]> {
         let s = body.get(at..at.checked_add(n)?)?;
         at += n;
@@ -403,17 +464,17 @@ fn put_fields(body: &[u8]) -> Option<PutHead> {
         _ => return None,
     };
     let seg = take(1)?[0];
-    let offset = u64::from_le_bytes(take(8)?.try_into().ok()?);
+    let offset = take_varint(&mut take, 10, 1)?;
     let notify = match take(1)?[0] {
         0 => None,
         1 => {
-            let id = u32::from_le_bytes(take(4)?.try_into().ok()?);
-            let value = u32::from_le_bytes(take(4)?.try_into().ok()?);
+            let id = take_varint(&mut take, 5, 15)? as u32;
+            let value = take_varint(&mut take, 5, 15)? as u32;
             Some((id, value))
         }
         _ => return None,
     };
-    let len = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
+    let len = usize::try_from(take_varint(&mut take, 10, 1)?).ok()?;
     Some(PutHead {
         queue,
         seg,
@@ -425,7 +486,7 @@ fn put_fields(body: &[u8]) -> Option<PutHead> {
 }
 
 /// Reads a `Put` body in place; `None` when `body` is another message (or
-/// not a well-formed `Put`, which bincode then reports).
+/// not a well-formed `Put`, which the generic decoder then reports).
 fn parse_put(body: &[u8]) -> Option<PutRef<'_>> {
     let f = put_fields(body)?;
     (f.head.checked_add(f.len)? == body.len()).then_some(PutRef {
@@ -477,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn a_put_built_in_place_is_the_frame_bincode_makes_and_reads_back() {
+    fn a_put_built_in_place_is_the_frame_the_encoder_makes_and_reads_back() {
         for (queue, notify) in [(None, None), (Some(3), Some((7, 9))), (Some(0), None)] {
             let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
             let ours = encode_put(queue, 5, 1 << 40, &data, notify);
@@ -503,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn a_settled_built_in_place_is_the_frame_bincode_makes_and_reads_back() {
+    fn a_settled_built_in_place_is_the_frame_the_encoder_makes_and_reads_back() {
         for (queue, count) in [(0u8, 1u32), (15, 70_000), (255, u32::MAX)] {
             let ours = encode_settled(queue, count);
             let theirs = encode(&Message::Settled {
@@ -520,7 +581,7 @@ mod tests {
                 "{got:?}"
             );
         }
-        // A failure is no fast-path frame; bincode reads it whole.
+        // A failure is no fast-path frame; the generic decoder reads it.
         let failed = encode(&Message::Settled {
             queue: 2,
             count: 1,
@@ -620,6 +681,99 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn varints_at_their_limits_are_built_and_read_as_the_encoder_does() {
+        for offset in [0u64, 127, 128, 16_383, 16_384, 1 << 40, u64::MAX] {
+            for notify in [None, Some((0u32, 1u32)), Some((u32::MAX, 127))] {
+                let data = [9u8; 130];
+                let ours = encode_put(Some(1), 2, offset, &data, notify);
+                let theirs = encode(&Message::Put {
+                    queue: Some(1),
+                    seg: 2,
+                    offset,
+                    data: serde_bytes::ByteBuf::from(data.to_vec()),
+                    notify,
+                })
+                .unwrap();
+                assert_eq!(ours, theirs);
+                let head = put_head(&ours).expect("a head");
+                assert!(head.head <= PUT_HEAD_MAX);
+                assert_eq!((head.offset, head.notify, head.len), (offset, notify, 130));
+            }
+        }
+    }
+
+    /// The in-place `Put` reader takes exactly the bodies the generic
+    /// decoder reads as a `Put`, with the same fields: over-long varints
+    /// (which postcard accepts) and ones too long for their type (which it
+    /// refuses) included.
+    #[test]
+    fn the_in_place_put_reader_agrees_with_the_generic_decoder() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config as PtConfig, TestRunner};
+        let mut runner = TestRunner::new(PtConfig {
+            cases: 5000,
+            ..PtConfig::default()
+        });
+        let bytes = proptest::collection::vec(
+            prop_oneof![
+                Just(0u8),
+                Just(1),
+                Just(0x80),
+                Just(0xFF),
+                Just(0x0F),
+                Just(0x10),
+                any::<u8>()
+            ],
+            0..40,
+        );
+        runner
+            .run(&bytes, |tail| {
+                let mut body = vec![put_tag()];
+                body.extend_from_slice(&tail);
+                let ours = parse_put(&body);
+                let theirs = decode::<Message>(&body);
+                match (ours, theirs) {
+                    (
+                        Some(p),
+                        Ok(Message::Put {
+                            queue,
+                            seg,
+                            offset,
+                            notify,
+                            data,
+                        }),
+                    ) => {
+                        prop_assert_eq!(
+                            (p.queue, p.seg, p.offset, p.notify, p.data),
+                            (queue, seg, offset, notify, &data[..])
+                        );
+                    }
+                    (None, Err(_)) => {}
+                    (ours, theirs) => {
+                        prop_assert!(
+                            false,
+                            "in place {:?}, decoder {:?}",
+                            ours.map(|p| (p.offset, p.data.len())),
+                            theirs
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn bytes_left_over_after_a_message_are_refused() {
+        let mut f = encode(&Message::Ping { token: 3 }).unwrap();
+        f.push(0);
+        assert!(decode::<Message>(&f[4..]).is_err());
+        let mut buf = ((f.len() - 4) as u32).to_le_bytes().to_vec();
+        buf.extend_from_slice(&f[4..]);
+        assert!(take_frames(&mut buf).is_err());
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub(crate) struct RdmaKeys {
 impl RdmaKeys {
     /// Packs the keys into a descriptor's opaque key bytes.
     fn pack(&self) -> Result<Vec<u8>> {
-        bincode::serialize(self).map_err(|e| Error::Protocol(format!("verbs key: {e}")))
+        crate::net::frame::encode_body(self)
     }
 
     /// The keys packed into `desc` by the owner's verbs transport, if it
@@ -107,7 +107,7 @@ impl RdmaKeys {
     fn unpack(desc: &SegmentDescriptor) -> Result<Option<RdmaKeys>> {
         desc.key(NAME)
             .map(|b| {
-                bincode::deserialize(b).map_err(|e| Error::Protocol(format!("verbs key: {e}")))
+                crate::net::frame::decode(b).map_err(|e| Error::Protocol(format!("verbs key: {e}")))
             })
             .transpose()
     }
@@ -218,12 +218,12 @@ impl NetworkTransport for VerbsTransport {
     }
 
     fn endpoint(&self) -> Result<Vec<u8>> {
-        bincode::serialize(&VerbsTransport::endpoint(self))
+        crate::net::frame::encode_body(&VerbsTransport::endpoint(self))
             .map_err(|e| Error::Protocol(format!("packing the verbs endpoint: {e}")))
     }
 
     fn connect(self: Arc<Self>, me: Rank, peer: Rank, theirs: &[u8]) -> Result<Arc<dyn Transport>> {
-        let ep: VerbsEndpoint = bincode::deserialize(theirs)
+        let ep: VerbsEndpoint = crate::net::frame::decode(theirs)
             .map_err(|e| Error::Protocol(format!("{peer}'s verbs endpoint: {e}")))?;
         VerbsTransport::connect(&self, me, peer, &ep)?;
         Ok(self)
