@@ -43,6 +43,9 @@ mod atomics;
 mod base;
 mod collectives;
 mod context;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod gaspi;
 pub mod gpu;
 mod groups;

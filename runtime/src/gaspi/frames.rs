@@ -194,7 +194,11 @@ fn handle(
             );
         }
         Message::GroupCommit { group, hash } => inner.groups.commit_received(group, from, hash),
-        Message::Passive { data } => inner.passive.push(from, data),
+        Message::Passive { data } => {
+            if let Err(why) = inner.passive.push(from, data) {
+                tracing::warn!("dropped {why}");
+            }
+        }
         Message::Goodbye => *said_goodbye = true,
         // A rank that ended in order, reported by a third: a rank connected
         // to it learns it from its own connection, after everything the

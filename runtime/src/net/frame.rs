@@ -360,7 +360,7 @@ fn take_varint<'a>(
 /// (postcard's layout: variant index, then the fields in order; a test
 /// checks it against `encode`). The transport sends the head
 /// ([`encode_put_head`]) and the data where it lies instead.
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn encode_put(
     queue: Option<u8>,
     seg: u8,

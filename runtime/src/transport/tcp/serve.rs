@@ -220,10 +220,7 @@ pub(crate) fn put(inner: &impl TcpHost, from: Rank, put: &PutRef<'_>, settles: &
     let mut acting = None;
     let outcome = (|| {
         let s = own_segment(inner, seg)?;
-        check_range(&*s, seg, offset, data.len() as u64)?;
-        if let Some((id, value)) = notify {
-            check_word(&*s, seg, id, value)?;
-        }
+        check_put(&*s, put)?;
         if let Some(local) = s.own_gpu() {
             // Enqueued on the GPU apply stream, answered when it ran.
             let then = Then::Settle {
@@ -255,6 +252,18 @@ pub(crate) fn put(inner: &impl TcpHost, from: Rank, put: &PutRef<'_>, settles: &
         Ok(true) => {}
         other => settle(inner, from, queue, other.map(|_| ()), "write", settles),
     }
+}
+
+/// Checks a peer's `Put` against this rank's segment `s`: its bytes
+/// inside the segment, its notification a word of it with a value not 0.
+/// What passes may be applied; what fails changes nothing (`fuzz/`'s
+/// `tcp_put` target checks both).
+pub(crate) fn check_put(s: &dyn RemoteSegment, put: &PutRef<'_>) -> Outcome {
+    check_range(s, put.seg, put.offset, put.data.len() as u64)?;
+    if let Some((id, value)) = put.notify {
+        check_word(s, put.seg, id, value)?;
+    }
+    Ok(())
 }
 
 /// A peer's `Notify`.
