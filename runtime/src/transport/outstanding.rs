@@ -10,7 +10,18 @@
 
 use crate::model::error::{Error, Result};
 use crate::model::ids::Rank;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+// Feature `loom`: the model checker's types, for the model at the end
+// (decision 0078); the runtime's other code does not run under it.
+#[cfg(feature = "loom")]
+use loom::sync::{
+    atomic::{AtomicBool, AtomicU32, Ordering},
+    Condvar, Mutex,
+};
+#[cfg(not(feature = "loom"))]
+use std::sync::{
+    atomic::{AtomicBool, AtomicU32, Ordering},
+    Condvar, Mutex,
+};
 
 /// Requests posted on one queue through a transport that completes them
 /// after the call (see `transport/mod.rs`), per target, and the first
@@ -21,8 +32,8 @@ pub(crate) struct Outstanding {
     /// on a queue that never used such a transport skip the lock, which
     /// the shared-memory round trip would feel.
     busy: AtomicBool,
-    state: std::sync::Mutex<OutstandingState>,
-    cv: std::sync::Condvar,
+    state: Mutex<OutstandingState>,
+    cv: Condvar,
     /// Threads asleep on `cv` (changed under `state`'s lock): a settlement
     /// wakes only when there are some, since a condition variable's
     /// notify is a system call even with nobody to wake, and a waiter that
@@ -137,5 +148,94 @@ impl Outstanding {
         s.pending.clear();
         s.failure = None;
         self.busy.store(false, Ordering::Release);
+    }
+}
+
+/// loom models of a queue's request counting and completion: the real
+/// `Outstanding` under the model checker (`cargo test --release -p gaspi
+/// --features loom --lib loom`). loom's `wait_timeout` never times out,
+/// so a wake-up lost between a settlement and a sleeping `wait` shows as
+/// a deadlock.
+#[cfg(all(test, feature = "loom"))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+
+    fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = runs.clone();
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            f()
+        });
+        println!(
+            "loom {name}: {} interleavings (preemption bound 3)",
+            runs.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
+
+    /// Requests to two targets, settled by two threads (one with a
+    /// failure) while the poster waits: the wait returns once both are
+    /// settled, reports the failure once, and leaves the queue idle.
+    #[test]
+    fn loom_a_wait_returns_once_every_request_is_settled() {
+        model("queue: 2 settlers, 1 waiter", || {
+            let o = Arc::new(Outstanding::default());
+            o.add(Rank(1), 1);
+            o.add(Rank(2), 1);
+            let settlers: Vec<_> = [(1u32, false), (2, true)]
+                .into_iter()
+                .map(|(r, fail)| {
+                    let o = o.clone();
+                    loom::thread::spawn(move || {
+                        let failure = fail.then(|| Error::Protocol("refused".into()));
+                        o.settle(Rank(r), 1, failure);
+                    })
+                })
+                .collect();
+            let got = o.wait(None, |_| None);
+            assert!(matches!(got, Err(Error::Protocol(_))), "{got:?}");
+            for s in settlers {
+                s.join().unwrap();
+            }
+            assert!(!o.is_busy(), "settled and reported: idle");
+            assert!(
+                o.wait(None, |_| None).is_ok(),
+                "the failure is reported once"
+            );
+        });
+    }
+
+    /// A request counted before it is sent, answered before the poster
+    /// runs again, and a second one posted meanwhile: the count never
+    /// goes below what is outstanding and the last wait sees none.
+    #[test]
+    fn loom_an_answer_before_the_next_post_is_counted_right() {
+        model("queue: post, answer, post again", || {
+            let o = Arc::new(Outstanding::default());
+            let sent = Arc::new(AtomicU32::new(0));
+            o.add(Rank(1), 1);
+            sent.store(1, Ordering::Release);
+            let (o2, s2) = (o.clone(), sent.clone());
+            let target = loom::thread::spawn(move || {
+                let mut answered = 0;
+                while answered < 2 {
+                    let n = s2.load(Ordering::Acquire);
+                    if n > answered {
+                        o2.settle(Rank(1), 1, None);
+                        answered += 1;
+                    } else {
+                        loom::thread::yield_now();
+                    }
+                }
+            });
+            o.add(Rank(1), 1);
+            sent.store(2, Ordering::Release);
+            assert!(o.wait(None, |_| None).is_ok());
+            target.join().unwrap();
+            assert!(!o.is_busy());
+        });
     }
 }

@@ -1,0 +1,205 @@
+//! loom model of the GPU request ring's producer / consumer protocol
+//! (`src/ring.rs`'s "Protocol"; decision 0078). Run: `cargo test --release
+//! -p gaspi-gpu-kernels --features loom --test loom_ring`.
+//!
+//! The host side is `RequestRing::try_pop` and `complete_through` with
+//! their orderings (tail relaxed load by its only writer, acquire `seq`,
+//! field reads, release `tail`; `completed` a release `fetch_max`). The
+//! device side is modelled by loom threads doing what
+//! `cuda/gaspi_device.cuh` does for one request: `atomicAdd` on the
+//! producers' head, wait for room against an acquire of `tail`, write the
+//! fields, release-store `seq = ticket + 1`; `gaspi_ring_quiet` waits for
+//! `completed` (acquire) before the source buffer is reused. The slots and
+//! the source buffers are loom cells: a field read before it is published,
+//! or a buffer reused while the engine still reads it, is a race loom
+//! reports. The real ring lives in pinned memory written by a GPU, which
+//! loom cannot instrument; change both together.
+#![cfg(feature = "loom")]
+
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Arc;
+
+/// Slots in the modelled ring: 1, so the second request wraps it (the
+/// real ring has at least `RING_MIN_CAPACITY`; the protocol does not
+/// depend on the size, and loom's search grows fast with it).
+const CAPACITY: u64 = 1;
+
+struct Slot {
+    seq: AtomicU64,
+    /// The request's fields (one stands for all).
+    fields: UnsafeCell<u64>,
+}
+
+struct Ring {
+    head: AtomicU64,
+    tail: AtomicU64,
+    completed: AtomicU64,
+    slots: [Slot; CAPACITY as usize],
+    /// Each producer's source buffer (the data of its write).
+    sources: [UnsafeCell<u64>; 2],
+}
+
+// SAFETY: the cells are accessed per the ring protocol, which loom checks.
+unsafe impl Sync for Ring {}
+unsafe impl Send for Ring {}
+
+impl Ring {
+    fn new() -> Ring {
+        let slot = || Slot {
+            seq: AtomicU64::new(0),
+            fields: UnsafeCell::new(0),
+        };
+        Ring {
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            slots: [slot()],
+            sources: [UnsafeCell::new(0), UnsafeCell::new(0)],
+        }
+    }
+
+    /// A GPU thread posting one request whose data is in `sources[me]`:
+    /// returns its ticket.
+    fn post(&self, me: usize, data: u64) -> u64 {
+        self.sources[me].with_mut(|p| unsafe { *p = data });
+        let ticket = self.head.fetch_add(1, Ordering::Relaxed);
+        while ticket - self.tail.load(Ordering::Acquire) >= CAPACITY {
+            loom::thread::yield_now();
+        }
+        let slot = &self.slots[(ticket % CAPACITY) as usize];
+        // The fields name the source buffer and carry the ticket.
+        slot.fields
+            .with_mut(|p| unsafe { *p = (me as u64) << 32 | ticket });
+        slot.seq.store(ticket + 1, Ordering::Release);
+        ticket
+    }
+
+    /// `gaspi_ring_quiet`: waits until the engine is done with `ticket`'s
+    /// source data; the buffer may be reused after it.
+    fn quiet(&self, ticket: u64) {
+        while self.completed.load(Ordering::Acquire) < ticket + 1 {
+            loom::thread::yield_now();
+        }
+    }
+
+    /// `RequestRing::try_pop`, then the engine reads the source data.
+    fn try_pop(&self) -> Option<(u64, usize, u64)> {
+        let ticket = self.tail.load(Ordering::Relaxed);
+        let slot = &self.slots[(ticket % CAPACITY) as usize];
+        if slot.seq.load(Ordering::Acquire) != ticket + 1 {
+            return None;
+        }
+        let fields = slot.fields.with(|p| unsafe { *p });
+        self.tail.store(ticket + 1, Ordering::Release);
+        assert_eq!(
+            fields & 0xFFFF_FFFF,
+            ticket,
+            "the slot holds its own ticket's request"
+        );
+        let who = (fields >> 32) as usize;
+        let data = self.sources[who].with(|p| unsafe { *p });
+        Some((ticket, who, data))
+    }
+
+    /// `RequestRing::complete_through`.
+    fn complete_through(&self, count: u64) {
+        self.completed.fetch_max(count, Ordering::Release);
+    }
+}
+
+fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let mut b = loom::model::Builder::new();
+    // Three spinning threads: bound 2 keeps the search to minutes.
+    b.preemption_bound = Some(2);
+    b.max_branches = 20_000;
+    b.check(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f()
+    });
+    println!(
+        "loom {name}: {} interleavings (preemption bound 2)",
+        runs.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+/// Two GPU threads, two requests through a ring of one slot (the second
+/// producer waits for room, the ring wraps), and a source buffer reused
+/// after `quiet`: the engine pops every request once, in ticket order,
+/// with the fields its producer wrote and the data of that request, and
+/// no producer reuses its buffer while the engine reads it.
+#[test]
+fn loom_the_ring_delivers_every_request_once_and_whole() {
+    model("GPU ring: 2 producers, 2 requests, 1 slot", || {
+        let ring = Arc::new(Ring::new());
+        let producers: Vec<_> = (0..2)
+            .map(|me| {
+                let r = ring.clone();
+                loom::thread::spawn(move || {
+                    let t = r.post(me, 10 + me as u64);
+                    r.quiet(t);
+                    // The buffer is reused once the engine is done with it.
+                    r.sources[me].with_mut(|p| unsafe { *p = 99 });
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            match ring.try_pop() {
+                Some((ticket, who, data)) => {
+                    assert_eq!(ticket, got.len() as u64, "tickets in order");
+                    got.push((who, data));
+                    ring.complete_through(ticket + 1);
+                }
+                None => loom::thread::yield_now(),
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            vec![(0, 10), (1, 11)],
+            "each request once, with its data"
+        );
+        assert_eq!(ring.try_pop(), None, "nothing more");
+    });
+}
+
+/// The mutant whose engine frees the slot before reading it (tail stored
+/// before the field read): loom reports the race with the producer that
+/// reuses the slot, which shows that the model can fail.
+#[test]
+#[should_panic]
+fn loom_a_slot_freed_before_it_is_read_is_a_race() {
+    loom::model(|| {
+        let ring = Arc::new(Ring::new());
+        let producers: Vec<_> = (0..2)
+            .map(|me| {
+                let r = ring.clone();
+                loom::thread::spawn(move || {
+                    r.post(me, 10 + me as u64);
+                })
+            })
+            .collect();
+        let mut popped = 0;
+        while popped < 2 {
+            let ticket = ring.tail.load(Ordering::Relaxed);
+            let slot = &ring.slots[(ticket % CAPACITY) as usize];
+            if slot.seq.load(Ordering::Acquire) != ticket + 1 {
+                loom::thread::yield_now();
+                continue;
+            }
+            ring.tail.store(ticket + 1, Ordering::Release);
+            let fields = slot.fields.with(|p| unsafe { *p });
+            assert_eq!(fields & 0xFFFF_FFFF, ticket);
+            popped += 1;
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+    });
+}
