@@ -33,10 +33,13 @@ if [ -z "$fuzz" ]; then
 fi
 fuzz=$(cd "$(dirname "$fuzz")" && pwd)/$(basename "$fuzz")
 export RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/../target/fuzz}
+mkdir -p "$CARGO_TARGET_DIR"
 san=(--sanitizer "${FUZZ_SANITIZER:-address}")
-for t in "${targets[@]}"; do
-    nice -n 10 "$fuzz" build -O "${san[@]}" "$t" >/dev/null 2>&1
-done
+if ! nice -n 10 "$fuzz" build -O "${san[@]}" >"${CARGO_TARGET_DIR}/fuzz-build.log" 2>&1; then
+    tail -30 "${CARGO_TARGET_DIR}/fuzz-build.log" >&2
+    echo "run.sh: building the fuzz targets failed" >&2
+    exit 1
+fi
 status=0
 for t in "${targets[@]}"; do
     scratch=$(mktemp -d "/tmp/fuzz-$t.XXXXXX")
