@@ -63,5 +63,6 @@ for t in "${targets[@]}"; do
         nice -n 10 "$fuzz" run -O "${san[@]}" "$t" "corpus/$t" "$scratch" -- -merge=1 -max_len=4096 >/dev/null 2>&1 || true
     fi
     rm -rf "$scratch"
+    [ $rc -ne 0 ] || rm -f "$log"
 done
 exit $status
