@@ -1389,6 +1389,7 @@ mod tests {
             );
         }
     }
+}
 
 /// The start-up messages as they arrive from another rank, for the fuzz
 /// target `rendezvous` (`crate::fuzzing`): each type decoded from `data`
