@@ -207,7 +207,8 @@ pub fn tcp_put(data: &[u8]) {
             seg.put(p.offset, p.data.as_ptr(), p.data.len(), Via::INTERNAL)
                 .map_err(|e| e.to_string())?;
             if let Some((id, value)) = p.notify {
-                seg.notify(id, value, Via::INTERNAL).map_err(|e| e.to_string())?;
+                seg.notify(id, value, Via::INTERNAL)
+                    .map_err(|e| e.to_string())?;
             }
             Ok(())
         });
