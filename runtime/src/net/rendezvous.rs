@@ -1216,6 +1216,32 @@ fn connect_peer_once(
     Ok(Attempt::Connected(s))
 }
 
+/// The start-up messages as they arrive from another rank, for the fuzz
+/// target `rendezvous` (`crate::fuzzing`): each type decoded from `data`
+/// must encode back to bytes that decode to the same encoding.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn fuzz_messages(data: &[u8]) {
+    fn round_trip<T: Serialize + serde::de::DeserializeOwned>(data: &[u8]) {
+        let Ok(v) = crate::net::frame::decode::<T>(data) else {
+            return;
+        };
+        let once = crate::net::frame::encode_body(&v).expect("a decoded message encodes");
+        let twice = crate::net::frame::encode_body(
+            &crate::net::frame::decode::<T>(&once).expect("its encoding decodes"),
+        )
+        .expect("encodes");
+        assert_eq!(once, twice, "no round trip");
+        if once.len() == data.len() {
+            assert_eq!(once, data, "other bytes of the same length");
+        }
+    }
+    round_trip::<Endpoint>(data);
+    round_trip::<Welcome>(data);
+    round_trip::<StartReport>(data);
+    round_trip::<StartVerdict>(data);
+    round_trip::<(u32, u32)>(data);
+}
+
 #[cfg(test)]
 mod tests {
     use super::Tree;
@@ -1389,30 +1415,4 @@ mod tests {
             );
         }
     }
-}
-
-/// The start-up messages as they arrive from another rank, for the fuzz
-/// target `rendezvous` (`crate::fuzzing`): each type decoded from `data`
-/// must encode back to bytes that decode to the same encoding.
-#[cfg(any(test, feature = "fuzzing"))]
-pub(crate) fn fuzz_messages(data: &[u8]) {
-    fn round_trip<T: Serialize + serde::de::DeserializeOwned>(data: &[u8]) {
-        let Ok(v) = crate::net::frame::decode::<T>(data) else {
-            return;
-        };
-        let once = crate::net::frame::encode_body(&v).expect("a decoded message encodes");
-        let twice = crate::net::frame::encode_body(
-            &crate::net::frame::decode::<T>(&once).expect("its encoding decodes"),
-        )
-        .expect("encodes");
-        assert_eq!(once, twice, "no round trip");
-        if once.len() == data.len() {
-            assert_eq!(once, data, "other bytes of the same length");
-        }
-    }
-    round_trip::<Endpoint>(data);
-    round_trip::<Welcome>(data);
-    round_trip::<StartReport>(data);
-    round_trip::<StartVerdict>(data);
-    round_trip::<(u32, u32)>(data);
 }
