@@ -156,7 +156,8 @@ impl Outstanding {
 /// --features loom --lib loom`). loom's `wait_timeout` never times out,
 /// so a wake-up lost between a settlement and a sleeping `wait` shows as
 /// a deadlock.
-#[cfg(all(test, feature = "loom"))]
+#[cfg(feature = "loom")]
+#[cfg(test)]
 mod loom_models {
     use super::*;
     use loom::sync::Arc;
