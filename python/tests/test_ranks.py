@@ -120,6 +120,11 @@ def test_ctrl_c_interrupts_a_blocking_wait():
         time.sleep(0.3)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        # What it printed says how far it got.
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"no exit within 30 s of SIGINT\nstdout:\n{out}\nstderr:\n{err}")
     finally:
         if p.poll() is None:
             p.kill()
