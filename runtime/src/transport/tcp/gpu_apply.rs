@@ -303,6 +303,17 @@ impl DeviceApply {
         }
     }
 
+    /// Enqueues the write of notification `id` of `seg` to `value`, after
+    /// everything enqueued before it (id checked by the caller).
+    fn write_word(&self, seg: &LocalSegment, id: u32, value: u32) -> Result<()> {
+        let word = self.word(seg, id)?;
+        // SAFETY: the word lies in the segment's notification area (id
+        // checked by the caller), which the pending entry sealed next
+        // keeps alive until the stream ran the write.
+        unsafe { gpu::stream_write_u32(&self.stream, word, value)? };
+        Ok(())
+    }
+
     /// The device address of word `id` of `seg` (checked by the caller).
     fn word(&self, seg: &LocalSegment, id: u32) -> Result<DevicePtr> {
         let (_, words) = seg.kernel_view(self.device)?;
@@ -534,10 +545,7 @@ impl GpuApply {
         };
         let d = Self::state(&mut devices, device)?;
         if let Some((id, value)) = notify {
-            let word = d.word(seg, id)?;
-            // SAFETY: the word lies in the segment's notification area
-            // (id checked by the caller), kept alive by the pending entry.
-            unsafe { gpu::stream_write_u32(&d.stream, word, value)? };
+            d.write_word(seg, id, value)?;
         }
         d.seal(seg, ticket, then, &self.in_flight)?;
         Ok(true)
@@ -554,20 +562,29 @@ impl GpuApply {
         then: Then,
         out: &mut Vec<Finished>,
     ) -> Result<bool> {
-        let device = Self::device_of(seg)?;
         let mut devices = self.lock();
-        let Some(d) = devices.iter_mut().find(|d| d.device == device) else {
+        let Some(d) = self.busy(&mut devices, seg, out)? else {
             return Ok(false);
         };
-        d.take_finished(out, &self.in_flight);
-        if d.pending.is_empty() {
-            return Ok(false);
-        }
-        let word = d.word(seg, id)?;
-        // SAFETY: as in `put`.
-        unsafe { gpu::stream_write_u32(&d.stream, word, value)? };
+        d.write_word(seg, id, value)?;
         d.seal(seg, None, then, &self.in_flight)?;
         Ok(true)
+    }
+
+    /// `seg`'s device's apply state when it has requests in flight (after
+    /// taking those that finished into `out`), else `None`.
+    fn busy<'d>(
+        &self,
+        devices: &'d mut [DeviceApply],
+        seg: &LocalSegment,
+        out: &mut Vec<Finished>,
+    ) -> Result<Option<&'d mut DeviceApply>> {
+        let device = Self::device_of(seg)?;
+        let Some(d) = devices.iter_mut().find(|d| d.device == device) else {
+            return Ok(None);
+        };
+        d.take_finished(out, &self.in_flight);
+        Ok((!d.pending.is_empty()).then_some(d))
     }
 
     /// `then` once every request in flight on `seg`'s device ran;
@@ -578,15 +595,10 @@ impl GpuApply {
         then: Then,
         out: &mut Vec<Finished>,
     ) -> Result<bool> {
-        let device = Self::device_of(seg)?;
         let mut devices = self.lock();
-        let Some(d) = devices.iter_mut().find(|d| d.device == device) else {
+        let Some(d) = self.busy(&mut devices, seg, out)? else {
             return Ok(false);
         };
-        d.take_finished(out, &self.in_flight);
-        if d.pending.is_empty() {
-            return Ok(false);
-        }
         d.seal(seg, None, then, &self.in_flight)?;
         Ok(true)
     }
@@ -754,9 +766,7 @@ impl DirectGpu {
         let mut devices = self.apply.lock();
         let d = GpuApply::state(&mut devices, self.device)?;
         if let Some((id, value)) = notify {
-            let word = d.word(&self.segment, id)?;
-            // SAFETY: as in GpuApply::put.
-            unsafe { gpu::stream_write_u32(&d.stream, word, value)? };
+            d.write_word(&self.segment, id, value)?;
         }
         d.seal(
             &self.segment,
