@@ -118,6 +118,57 @@ fn read_notify(g: &Gaspi) -> R {
     assert_eq!(g.notify_reset(SegId(1), NotifyId(9))?, 1);
     assert_eq!(g.statistics().calls_of("read_notify"), 1);
     assert!(g.statistics().bytes_read >= SIZE);
+    small_reads_then_read_notify(g, &dst, from)
+}
+
+/// Windows of small reads, then a small `read_notify` behind them (over
+/// TCP the target gathers the answers to the reads of one read of its
+/// connection and sends them together): the word is set only once the
+/// `read_notify`'s own bytes are in place, and `wait` finds every read's.
+fn small_reads_then_read_notify(g: &Gaspi, dst: &gaspi::Segment, from: Rank) -> R {
+    const SLOT: u64 = 8192;
+    const WINDOW: u64 = 16;
+    let zeros = vec![0u8; ((WINDOW + 1) * SLOT) as usize];
+    for round in 0..48u64 {
+        let n = 1 + (round * 977) % (SLOT - 64);
+        let at = |k: u64| k * SLOT + round % 64;
+        dst.write(0, &zeros)?;
+        for k in 0..WINDOW {
+            g.read(SegId(1), at(k), from, SegId(0), at(k), n, Queue(0))?;
+        }
+        let last = at(WINDOW);
+        g.read_notify(
+            SegId(1),
+            last,
+            from,
+            SegId(0),
+            last,
+            n,
+            NotifyId(10),
+            Queue(0),
+        )?;
+        let id = g.notify_waitsome(SegId(1), NotifyId(10), 1, Timeout::Ms(60_000))?;
+        let got = dst.read_vec::<u8>(last as usize, n as usize)?;
+        for (i, b) in got.iter().enumerate() {
+            let o = last + i as u64;
+            if *b != pattern(from.0, 0, o) {
+                return Err(
+                    format!("round {round}: byte {o} not there when {id:?} was set").into(),
+                );
+            }
+        }
+        assert_eq!(g.notify_reset(SegId(1), NotifyId(10))?, 1);
+        g.wait(Queue(0), Timeout::Ms(60_000))?;
+        for k in 0..WINDOW {
+            let got = dst.read_vec::<u8>(at(k) as usize, n as usize)?;
+            for (i, b) in got.iter().enumerate() {
+                let o = at(k) + i as u64;
+                if *b != pattern(from.0, 0, o) {
+                    return Err(format!("round {round}: read byte {o} wrong after wait").into());
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -161,9 +161,9 @@ fn handle(
             offset,
             len,
             into,
-        } => tcp::get(inner, from, token, seg, offset, len, into),
+        } => tcp::get(inner, from, token, seg, offset, len, into, settles),
         Message::Data { token, result } => tcp::data(inner, from, token, result),
-        Message::Fence { token } => tcp::fence(inner, from, token),
+        Message::Fence { token } => tcp::fence(inner, from, token, settles),
         Message::Settled {
             queue,
             count,

@@ -5,7 +5,9 @@
 //! in one read with one `Settled` frame per queue instead of one per
 //! request ([`Settles`]); a waiter that applied them leaves them in the
 //! peer's [`SettleStash`], and they ride in front of the next frame sent
-//! to that peer (`peers.rs`). The frames are the network layer's
+//! to that peer (`peers.rs`). The answers to small reads applied in the
+//! same read (already encoded: the bytes and their empty `Data`) are
+//! gathered beside them and go in the same system call. The frames are the network layer's
 //! (`frame.rs`); which requests they settle is the transport's business.
 
 /// Queues a rank may have (`Config::queue_max` is at most this): the
@@ -20,6 +22,10 @@ pub(crate) struct Settles {
     counts: [u32; QUEUES],
     /// Bit `q` set: `counts[q]` holds answers.
     queues: u16,
+    /// Encoded answers to small reads, in the order they were served
+    /// (empty and unallocated where the read held none). Never stashed:
+    /// they carry data the reader waits for.
+    reads: Vec<u8>,
 }
 
 /// The `Settled` frames of a [`Settles`], one after the other.
@@ -53,8 +59,23 @@ impl Settles {
         self.queues |= 1 << q;
     }
 
+    /// No `Settled` answer gathered (read answers aside).
     pub(crate) fn is_empty(&self) -> bool {
         self.queues == 0
+    }
+
+    /// Appends the encoded answer to a small read, made of `parts`;
+    /// returns the bytes of read answers now gathered.
+    pub(crate) fn push_read(&mut self, parts: &[&[u8]]) -> usize {
+        for p in parts {
+            self.reads.extend_from_slice(p);
+        }
+        self.reads.len()
+    }
+
+    /// The read answers gathered so far, taken.
+    pub(crate) fn take_reads(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.reads)
     }
 
     /// The answers gathered so far as encoded frames, taken.

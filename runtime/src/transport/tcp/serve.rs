@@ -161,18 +161,21 @@ pub(crate) trait SettlesOut {
 impl SettlesOut for Settles {
     /// Sends the answers gathered so far to `from` (the progress engine).
     fn flush(&mut self, inner: &impl TcpHost, from: Rank) {
-        if self.is_empty() {
+        let reads = self.take_reads();
+        if self.is_empty() && reads.is_empty() {
             return;
         }
         let frames = self.take_frames();
         let _ = inner
             .peers()
-            .send_frame_by(from, &frames, Urgency::Now, "settle");
+            .send_parts_by(from, &[&frames, &reads], Urgency::Now, "settle", None);
     }
 
     /// Leaves the answers gathered so far in `from`'s [`SettleStash`]
     /// (a waiter: the next frame to `from` or the engine takes them).
     fn stash(&mut self, inner: &impl TcpHost, from: Rank) {
+        // Read answers carry data someone waits for: sent now.
+        send_reads(inner, from, self);
         if self.is_empty() {
             return;
         }
@@ -180,6 +183,20 @@ impl SettlesOut for Settles {
         inner.owed_answers();
     }
 }
+
+/// Sends the read answers gathered in `settles` now (before an answer
+/// that must follow them: a fence's, a read's not gathered).
+fn send_reads(inner: &impl TcpHost, from: Rank, settles: &mut Settles) {
+    let reads = settles.take_reads();
+    if !reads.is_empty() {
+        let _ = inner
+            .peers()
+            .send_parts_by(from, &[&reads], Urgency::Now, "read answer", None);
+    }
+}
+
+/// Read answers gathered past this many bytes are sent at once.
+const READS_GATHERED_MAX: usize = 256 << 10;
 
 /// Answers a request posted on `queue` (if any) with its outcome: counted
 /// into `settles` when applied, at once (with its reason) when refused.
@@ -319,7 +336,11 @@ pub(crate) fn notify(
 /// A peer's `Get`: answered with the bytes or the reason; with `into`, a
 /// read of host memory is answered with a `Put` of the bytes into the
 /// reader's segment, sent from where they lie (the reader reads it
-/// straight into place), then a `Data` with no bytes.
+/// straight into place), then a `Data` with no bytes. A small such answer
+/// is gathered in `settles` and goes with the other answers of this read
+/// of the connection (one system call for a window of reads, as for a
+/// window of writes); every other answer goes now, after those gathered.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn get(
     inner: &impl TcpHost,
     from: Rank,
@@ -328,6 +349,7 @@ pub(crate) fn get(
     offset: u64,
     len: u64,
     into: Option<(u8, u64)>,
+    settles: &mut Settles,
 ) {
     if let Some((into_seg, into_offset)) = into {
         if len > 0
@@ -338,11 +360,13 @@ pub(crate) fn get(
                 token,
                 (seg, offset, len),
                 (into_seg, into_offset),
+                settles,
             )
         {
             return;
         }
     }
+    send_reads(inner, from, settles);
     let mut acting = None;
     let result = (|| {
         let s = own_segment(inner, seg)?;
@@ -383,13 +407,15 @@ pub(crate) fn get(
 /// (the segment kept mapped until sent), and the empty `Data` answer to
 /// `token` behind it; false when the segment is not
 /// host memory mapped here or the range is wrong (the caller answers the
-/// usual way, which reports it).
+/// usual way, which reports it). A small answer is copied into `settles`
+/// (sent with this read's other answers), a large one sent now.
 fn get_as_put(
     inner: &impl TcpHost,
     from: Rank,
     token: u64,
     (seg, offset, len): (u8, u64, u64),
     (into_seg, into_offset): (u8, u64),
+    settles: &mut Settles,
 ) -> bool {
     let Ok(s) = own_segment(inner, seg) else {
         return false;
@@ -415,17 +441,15 @@ fn get_as_put(
     };
     let peers = inner.peers();
     if len < DIRECT_MIN as u64 {
-        // Small: the write and its answer in one system call (what the
-        // socket does not take is copied, as for any small frame).
-        let sent = peers.send_parts_by(
-            from,
-            &[&head[..n], bytes, &answer],
-            Urgency::Now,
-            "read answer",
-            None,
-        );
-        return sent.is_ok();
+        // Small: the write and its answer gathered with this read's other
+        // answers (copied, as the socket would copy what it does not take
+        // of any small frame), sent in one system call at its end.
+        if settles.push_read(&[&head[..n], bytes, &answer]) >= READS_GATHERED_MAX {
+            send_reads(inner, from, settles);
+        }
+        return true;
     }
+    send_reads(inner, from, settles);
     // Large: the bytes lent from the segment (`lent` covers the last part
     // only), then the answer in a send of its own.
     let keep: crate::net::connection::Keep = Arc::new(s.clone());
@@ -447,7 +471,9 @@ fn get_as_put(
 
 /// A peer's `Fence`: answered after everything it sent before (reads of
 /// GPU segments still in flight on an apply stream are answered first).
-pub(crate) fn fence(inner: &impl TcpHost, from: Rank, token: u64) {
+pub(crate) fn fence(inner: &impl TcpHost, from: Rank, token: u64, settles: &mut Settles) {
+    // After the answers to the reads before it.
+    send_reads(inner, from, settles);
     // The turn is held through the answer: no read's data taken as
     // finished by another thread is still unsent when it goes.
     let _acting = inner.gpu_apply().pending().then(|| {
