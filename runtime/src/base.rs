@@ -252,15 +252,6 @@ impl Base {
         f(s, &tables)
     }
 
-    /// Checks the size of a request of the device API's ring: 1 up to
-    /// the transfer size maximum.
-    pub(crate) fn check_size(&self, size: u64) -> Result<()> {
-        if size == 0 {
-            return Err(Error::ZeroSize { what: "a transfer" });
-        }
-        self.check_transfer_size(size)
-    }
-
     /// Checks the size of a write, read or list element: at most the
     /// transfer size maximum. 0 is allowed, as in GPI-2 (decision 0030):
     /// such a request moves no data, but its other arguments are checked

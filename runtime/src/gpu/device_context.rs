@@ -367,7 +367,9 @@ impl Gpu {
         let remote_seg = ring_seg(req.remote_segment)?;
         let max = self.base.config.segment_max;
         let local_seg = ring_seg(req.local_segment)?;
-        self.base.check_size(req.size)?;
+        // 0 moves nothing but delivers the notification (decision 0030),
+        // as the device calls that write directly do.
+        self.base.check_transfer_size(req.size)?;
         self.base.check_seg_id(local_seg)?;
         let local = tables.local[local_seg.0 as usize]
             .as_deref()

@@ -232,23 +232,8 @@ impl NetworkStaging {
         notify: Option<(u32, u32)>,
         via: Via<'_>,
     ) -> Result<()> {
-        let size = usize::try_from(size)
-            .map_err(|_| Error::Protocol(format!("a write of {size} bytes")))?;
-        if size == 0 {
-            return r.put_notify(remote_offset, std::ptr::null(), 0, notify, via);
-        }
-        let device = local
-            .device()
-            .ok_or_else(|| Error::Protocol(format!("{} is not in GPU memory", local.id)))?;
-        let src = local.gpu_address(local_offset, size)?;
-        let staging = self.device(device)?;
-        let sent = Self::pipeline(&staging, src, r, remote_offset, size, notify, via);
-        if sent.is_err() {
-            // Copies still in flight read the segment and write chunks
-            // going back to the pool: let them end before returning.
-            let _ = gpu::synchronize(&staging.stream);
-        }
-        sent
+        self.stage(local, local_offset, remote_offset, size, notify)?
+            .send(r, via)
     }
 
     /// Phase one of [`Self::put`] for a server of many requests (the ring):
@@ -278,30 +263,13 @@ impl NetworkStaging {
             in_flight: VecDeque::new(),
             next: 0,
         };
-        staged.fill()?;
+        if let Err(e) = staged.fill() {
+            // Copies already enqueued write chunks going back to the
+            // pool: let them end first.
+            let _ = gpu::synchronize(&staged.staging.stream);
+            return Err(e);
+        }
         Ok(staged)
-    }
-
-    fn pipeline(
-        staging: &Arc<DeviceStaging>,
-        src: gpu::DevicePtr,
-        r: &dyn RemoteSegment,
-        remote_offset: u64,
-        size: usize,
-        notify: Option<(u32, u32)>,
-        via: Via<'_>,
-    ) -> Result<()> {
-        let mut staged = StagedPut {
-            staging: staging.clone(),
-            src,
-            size,
-            remote_offset,
-            notify,
-            in_flight: VecDeque::new(),
-            next: 0,
-        };
-        staged.fill()?;
-        staged.send_rest(r, via)
     }
 }
 
@@ -340,6 +308,10 @@ impl StagedPut {
     /// on the last; on an error the copies in flight end before it
     /// returns.
     pub fn send(mut self, r: &dyn RemoteSegment, via: Via<'_>) -> Result<()> {
+        if self.size == 0 {
+            // No chunk: the notification alone (a write of no bytes).
+            return r.put_notify(self.remote_offset, std::ptr::null(), 0, self.notify, via);
+        }
         let sent = self.send_rest(r, via);
         if sent.is_err() {
             let _ = gpu::synchronize(&self.staging.stream);
