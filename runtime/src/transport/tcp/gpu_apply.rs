@@ -216,29 +216,29 @@ impl DeviceApply {
         in_flight: &AtomicUsize,
     ) -> Result<()> {
         debug_assert!(as_values(dst, data.len()));
-        let mut writes: Vec<(DevicePtr, u32)> = Vec::with_capacity(VALUES_MAX / 4 + 2);
+        // On the stack: this is the path of every small write.
+        let mut writes = [(0 as DevicePtr, 0u32); VALUES_MAX / 4 + 2];
+        let mut n = 0;
         for (i, w) in data.chunks_exact(4).enumerate() {
-            let v = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]);
-            writes.push((dst + 4 * i as u64, v));
+            writes[n] = (
+                dst + 4 * i as u64,
+                u32::from_ne_bytes([w[0], w[1], w[2], w[3]]),
+            );
+            n += 1;
         }
         if let Some((id, value)) = notify {
-            writes.push((self.word(seg, id)?, value));
+            writes[n] = (self.word(seg, id)?, value);
+            n += 1;
         }
         let seq = self.issued.wrapping_add(1);
-        writes.push((self.done.device_ptr(), seq));
+        writes[n] = (self.done.device_ptr(), seq);
+        n += 1;
         // SAFETY: the data addresses lie in the segment (checked by the
         // caller, 4-aligned), the word in its notification area, `done`
         // is ours; the pending entry keeps the segment alive until the
         // stream ran them.
-        unsafe { gpu::stream_write_u32_batch(&self.stream, &writes)? };
-        self.issued = seq;
-        self.pending.push_back(Pending {
-            seq,
-            ticket: None,
-            segment: seg.clone(),
-            then,
-        });
-        in_flight.fetch_add(1, Ordering::AcqRel);
+        unsafe { gpu::stream_write_u32_batch(&self.stream, &writes[..n])? };
+        self.issued_as(seq, seg, None, then, in_flight);
         Ok(())
     }
 
@@ -255,6 +255,20 @@ impl DeviceApply {
         // SAFETY: `done` is pinned, device-mapped and 4-aligned, owned by
         // self, which outlives the stream's work (drop synchronises).
         unsafe { gpu::stream_write_u32(&self.stream, self.done.device_ptr(), seq)? };
+        self.issued_as(seq, segment, ticket, then, in_flight);
+        Ok(())
+    }
+
+    /// Records that the stream will write `seq` after the request, which
+    /// `then` acts on once it has.
+    fn issued_as(
+        &mut self,
+        seq: u32,
+        segment: &Arc<LocalSegment>,
+        ticket: Option<u64>,
+        then: Then,
+        in_flight: &AtomicUsize,
+    ) {
         self.issued = seq;
         self.pending.push_back(Pending {
             seq,
@@ -263,7 +277,6 @@ impl DeviceApply {
             then,
         });
         in_flight.fetch_add(1, Ordering::AcqRel);
-        Ok(())
     }
 
     /// Takes the requests the stream has finished.
