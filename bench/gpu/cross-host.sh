@@ -79,6 +79,8 @@ job() {
     [ $rc -eq 0 ] || tail -5 "$OUT/$name-r0-$run.txt" "$OUT/$name-r1-$run.txt" 2>/dev/null
 }
 PY=${PYTHON:-python3}
+# GASPI_BENCH=PATH: another gaspi-bench in its place (an A/B of two builds).
+GB=${GASPI_BENCH:-$B/gaspi-bench}
 NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 nccl() {
     # NCCL refuses two ranks on one GPU (and waits for the peer meanwhile).
@@ -114,13 +116,13 @@ SIZES=8,4096,65536,1048576,4194304
 # gpu-bw host-gpu-bw read-bw duplex matvec).
 want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 for run in $(seq "$RUNS"); do
-    want gpu-pingpong && job gpu-pingpong 2 "$B/gaspi-bench" --json gpu-pingpong --device-driven --sizes $SIZES
-    want pingpong && job pingpong 2 "$B/gaspi-bench" --json pingpong --sizes $SIZES
+    want gpu-pingpong && job gpu-pingpong 2 "$GB" --json gpu-pingpong --device-driven --sizes $SIZES
+    want pingpong && job pingpong 2 "$GB" --json pingpong --sizes $SIZES
     want nccl && nccl
-    want write-bw && job write-bw 2 "$B/gaspi-bench" --json write-bw --sizes 1048576,4194304
-    want gpu-bw && job gpu-bw 2 "$B/gaspi-bench" --json gpu-bw --sizes 1048576,4194304
-    want host-gpu-bw && job host-gpu-bw 2 "$B/gaspi-bench" --json host-gpu-bw --sizes 1048576,4194304
-    want read-bw && job read-bw 2 "$B/gaspi-bench" --json read-bw --sizes $SIZES
+    want write-bw && job write-bw 2 "$GB" --json write-bw --sizes 1048576,4194304
+    want gpu-bw && job gpu-bw 2 "$GB" --json gpu-bw --sizes 1048576,4194304
+    want host-gpu-bw && job host-gpu-bw 2 "$GB" --json host-gpu-bw --sizes 1048576,4194304
+    want read-bw && job read-bw 2 "$GB" --json read-bw --sizes $SIZES
     want duplex && duplex
     if want matvec && [ -x "$B/matvec" ]; then
         job matvec-gpu 2 "$B/matvec" --mode gpu --json --seconds 1 --batch 7680,15360
