@@ -46,7 +46,7 @@ ROUNDS=${ROUNDS:-3}
 GPI2_PREFIX=${GPI2_PREFIX:-$ROOT/target/gpi2/prefix}
 OUT=${OUT:-$ROOT/target/gpi2/run-$(date +%Y%m%d-%H%M%S)}
 BUILD=$ROOT/target/gpi2
-PROGS=(pingpong "pingpong naive" writebw barrier allreduce)
+PROGS=(${PROGS_ONLY:-pingpong "pingpong naive" writebw readbw barrier allreduce})
 mkdir -p "$OUT" "$BUILD/ours" "$BUILD/gpi2"
 
 gpi2_lib() {

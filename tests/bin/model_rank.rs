@@ -118,25 +118,40 @@ fn read_notify(g: &Gaspi) -> R {
     assert_eq!(g.notify_reset(SegId(1), NotifyId(9))?, 1);
     assert_eq!(g.statistics().calls_of("read_notify"), 1);
     assert!(g.statistics().bytes_read >= SIZE);
-    small_reads_then_read_notify(g, &dst, from)
+    reads_then_read_notify(g, &dst, from)
 }
 
-/// Windows of small reads, then a small `read_notify` behind them (over
-/// TCP the target gathers the answers to the reads of one read of its
-/// connection and sends them together): the word is set only once the
-/// `read_notify`'s own bytes are in place, and `wait` finds every read's.
-fn small_reads_then_read_notify(g: &Gaspi, dst: &gaspi::Segment, from: Rank) -> R {
-    const SLOT: u64 = 8192;
-    const WINDOW: u64 = 16;
-    let zeros = vec![0u8; ((WINDOW + 1) * SLOT) as usize];
-    for round in 0..48u64 {
-        let n = 1 + (round * 977) % (SLOT - 64);
-        let at = |k: u64| k * SLOT + round % 64;
+/// Windows of reads, then a `read_notify` behind them (over TCP the target
+/// gathers the answers to the reads of one read of its connection and
+/// sends them together): the word is set only once the `read_notify`'s own
+/// bytes are in place, and `wait` finds every read's.
+fn reads_then_read_notify(g: &Gaspi, dst: &gaspi::Segment, from: Rank) -> R {
+    // Small (gathered whole) and large (bytes sent in place, answers
+    // gathered) reads.
+    read_windows(g, dst, from, 8192, 16, 48)?;
+    read_windows(g, dst, from, 256 << 10, 4, 8)
+}
+
+/// `rounds` rounds of `window` reads, each into its own `slot` bytes,
+/// then a `read_notify` of the same size into the next slot.
+fn read_windows(
+    g: &Gaspi,
+    dst: &gaspi::Segment,
+    from: Rank,
+    slot: u64,
+    window: u64,
+    rounds: u64,
+) -> R {
+    const SLOT_PAD: u64 = 64;
+    let zeros = vec![0u8; ((window + 1) * slot) as usize];
+    for round in 0..rounds {
+        let n = 1 + (round * 977 + slot / 4 * (round % 4)) % (slot - SLOT_PAD);
+        let at = |k: u64| k * slot + round % SLOT_PAD;
         dst.write(0, &zeros)?;
-        for k in 0..WINDOW {
+        for k in 0..window {
             g.read(SegId(1), at(k), from, SegId(0), at(k), n, Queue(0))?;
         }
-        let last = at(WINDOW);
+        let last = at(window);
         g.read_notify(
             SegId(1),
             last,
@@ -159,7 +174,7 @@ fn small_reads_then_read_notify(g: &Gaspi, dst: &gaspi::Segment, from: Rank) -> 
         }
         assert_eq!(g.notify_reset(SegId(1), NotifyId(10))?, 1);
         g.wait(Queue(0), Timeout::Ms(60_000))?;
-        for k in 0..WINDOW {
+        for k in 0..window {
             let got = dst.read_vec::<u8>(at(k) as usize, n as usize)?;
             for (i, b) in got.iter().enumerate() {
                 let o = at(k) + i as u64;

@@ -408,7 +408,8 @@ pub(crate) fn get(
 /// `token` behind it; false when the segment is not
 /// host memory mapped here or the range is wrong (the caller answers the
 /// usual way, which reports it). A small answer is copied into `settles`
-/// (sent with this read's other answers), a large one sent now.
+/// (sent with this read's other answers); a large one's bytes are sent now
+/// and its `Data` gathered the same way.
 fn get_as_put(
     inner: &impl TcpHost,
     from: Rank,
@@ -449,9 +450,12 @@ fn get_as_put(
         }
         return true;
     }
-    send_reads(inner, from, settles);
     // Large: the bytes lent from the segment (`lent` covers the last part
-    // only), then the answer in a send of its own.
+    // only), sent now; the answer behind them gathered with this read's
+    // other answers (one system call per read of the connection, not one
+    // per read request). The answers gathered before go after these
+    // bytes: reads complete in any order, only a fence's answer must
+    // follow them all.
     let keep: crate::net::connection::Keep = Arc::new(s.clone());
     if peers
         .send_parts_by(
@@ -465,7 +469,9 @@ fn get_as_put(
     {
         return false;
     }
-    let _ = peers.send_frame_by(from, &answer, Urgency::Now, "read answer");
+    if settles.push_read(&[&answer]) >= READS_GATHERED_MAX {
+        send_reads(inner, from, settles);
+    }
     true
 }
 
