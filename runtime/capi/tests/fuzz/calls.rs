@@ -265,17 +265,17 @@ impl Model {
     fn take_destinations(&mut self, what: &str, dests: &[(u8, u64, u64)]) {
         for s in &mut self.segs {
             let real = s.real().to_vec();
-            for i in 0..real.len() {
-                let dest = dests.iter().any(|&(id, off, size)| {
-                    id == s.id && (i as u64) >= off && (i as u64) < off + size
-                });
+            let id = s.id;
+            for (i, (have, want)) in real.iter().zip(s.bytes.iter_mut()).enumerate() {
+                let dest = dests
+                    .iter()
+                    .any(|&(d, off, size)| d == id && (i as u64) >= off && (i as u64) < off + size);
                 if dest {
-                    s.bytes[i] = real[i];
+                    *want = *have;
                 } else {
                     assert_eq!(
-                        real[i], s.bytes[i],
-                        "{what}: segment {} byte {i} outside every destination changed",
-                        s.id
+                        *have, *want,
+                        "{what}: segment {id} byte {i} outside every destination changed"
                     );
                 }
             }
