@@ -18,7 +18,7 @@ cd "$(dirname "$0")"
 SECONDS_EACH=${1:?usage: bash fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frames tcp_put handshake rendezvous descriptor passive)
+[ ${#targets[@]} -gt 0 ] || targets=(frames tcp_put handshake rendezvous descriptor passive capi_calls capi_config)
 fuzz=$(command -v cargo-fuzz || true)
 if [ -z "$fuzz" ]; then
     if python3 -m venv ../target/fuzz-venv >/dev/null 2>&1 &&

@@ -150,5 +150,5 @@ pub fn dlpack_capsule(
         return Err(PyErr::fetch(py));
     }
     // SAFETY: a new reference, owned from here on.
-    Ok(unsafe { Py::from_owned_ptr(py, capsule) })
+    Ok(unsafe { Bound::from_owned_ptr(py, capsule) }.unbind())
 }

@@ -110,7 +110,14 @@ fn py_ok<T>(r: gaspi::Result<T>) -> PyResult<T> {
 /// `gaspi.Timeout`: how long a blocking call may wait, the values of the
 /// Rust crate's `Timeout`. Blocking calls also take an int (milliseconds)
 /// or `None` (block).
-#[pyclass(name = "Timeout", module = "gaspi", frozen, eq, hash)]
+#[pyclass(
+    name = "Timeout",
+    module = "gaspi",
+    frozen,
+    eq,
+    hash,
+    skip_from_py_object
+)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct PyTimeout {
     /// `None`: block; `Some(0)`: test once; `Some(ms)`: at most that long.

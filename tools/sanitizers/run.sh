@@ -5,10 +5,13 @@
 #
 #   bash tools/sanitizers/run.sh asan|tsan [ci]
 #
-# The set: shared memory (tests/data_movement.rs), TCP
-# (tests/tcp_transport.rs), the runtime's own unit tests and the C
-# interface through Rust programs (the capi crate's tests). `ci` runs the
-# subset CI has time for: data_movement's 2-rank tests and tcp_transport.
+# The set: the multi-process tests of gaspi-tests named in `full` below
+# (shared memory: data_movement; TCP: tcp_transport; the rest of the model,
+# collectives, atomics, refused input, faults), the runtime's own unit
+# tests and the C interface through Rust programs (the capi crate's unit
+# tests and its tests/: the list calls and the replayed fuzz corpora).
+# `ci` runs the subset CI has time for: data_movement's 2-rank tests and
+# tcp_transport. SAN_TESTS="a b" runs those gaspi-tests files instead.
 # Not in the set: tests/capi.rs (C programs against libGPI2.so: an
 # instrumented shared library needs the C programs built with the same
 # sanitizer runtime, which gcc's libasan is not).
@@ -52,9 +55,18 @@ build() { nice -n 10 cargo "$@" --release --target $target "${extra[@]}"; }
 # The programs the tests launch, instrumented, where the tests look.
 build build -q -p gaspi-launch --bin gaspi-run --bin gaspi_run
 build build -q -p gaspi-tests --bins
-tests=(data_movement tcp_transport)
+full=(data_movement tcp_transport model collectives atomic_retry bad_input fault_semantics faults segment_size strangers)
+if [ -n "${SAN_TESTS:-}" ]; then
+    read -r -a tests <<<"$SAN_TESTS"
+elif [ "$mode" = ci ]; then
+    tests=(data_movement tcp_transport)
+else
+    tests=("${full[@]}")
+fi
+capi_tests=(list_calls fuzz_corpus_calls fuzz_corpus_config)
 build test -q -p gaspi-tests --no-run "${tests[@]/#/--test=}"
 [ "$mode" = ci ] || build test -q -p gaspi -p gaspi-capi --lib --no-run
+[ "$mode" = ci ] || build test -q -p gaspi-capi --no-run "${capi_tests[@]/#/--test=}"
 dir=$CARGO_TARGET_DIR/$target/release
 status=0
 run() { # name, binary, args...
@@ -80,8 +92,13 @@ done
 if [ "$mode" != ci ]; then
     bin=$(ls -t "$dir"/deps/gaspi-* | grep -v '\.d$' | head -1)
     run runtime-unit "$bin" --skip loom
-    bin=$(ls -t "$dir"/deps/gaspi_capi-* | grep -v '\.d$' | grep -v '\.so$' | head -1)
+    # The capi crate's library is named GPI2: its unit tests are GPI2-<hash>.
+    bin=$(ls -t "$dir"/deps/GPI2-* | grep -v '\.d$' | head -1)
     run capi-unit "$bin"
+    for t in "${capi_tests[@]}"; do
+        bin=$(ls -t "$dir"/deps/$t-* | grep -v '\.d$' | head -1)
+        run "capi-$t" "$bin"
+    done
 fi
 [ $status = 0 ] && echo "sanitizers: $kind clean" || echo "sanitizers: $kind FAILED" >&2
 exit $status

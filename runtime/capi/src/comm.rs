@@ -316,7 +316,11 @@ pub extern "C" fn gaspi_read(
 }
 
 /// The elements of a list call, from its five arrays of `num` entries.
+/// A `num` of 0 or above `rw_list_elem_max` is refused before the arrays
+/// are read: the runtime would refuse the list anyway, and a wrong `num`
+/// must not make this read (or allocate for) that many entries.
 fn list(
+    rt: &Runtime,
     num: gaspi_number_t,
     segment_id_local: *const gaspi_segment_id_t,
     offset_local: *const gaspi_offset_t,
@@ -324,7 +328,7 @@ fn list(
     offset_remote: *const gaspi_offset_t,
     size: *const gaspi_size_t,
 ) -> Result<Vec<ListElem>, Code> {
-    if num == 0 {
+    if num == 0 || num > rt.gaspi.config().rw_list_elem_max {
         return Err(Code(GASPI_ERR_INV_NUM));
     }
     non_null(segment_id_local)?;
@@ -363,6 +367,7 @@ pub unsafe extern "C" fn gaspi_write_list(
 ) -> gaspi_return_t {
     call("gaspi_write_list", |rt| {
         let elems = list(
+            rt,
             num,
             segment_id_local,
             offset_local,
@@ -388,6 +393,7 @@ pub unsafe extern "C" fn gaspi_read_list(
 ) -> gaspi_return_t {
     call("gaspi_read_list", |rt| {
         let elems = list(
+            rt,
             num,
             segment_id_local,
             offset_local,
@@ -416,6 +422,7 @@ pub unsafe extern "C" fn gaspi_write_list_notify(
 ) -> gaspi_return_t {
     call("gaspi_write_list_notify", |rt| {
         let elems = list(
+            rt,
             num,
             segment_id_local,
             offset_local,
@@ -450,6 +457,7 @@ pub unsafe extern "C" fn gaspi_read_list_notify(
 ) -> gaspi_return_t {
     call("gaspi_read_list_notify", |rt| {
         let elems = list(
+            rt,
             num,
             segment_id_local,
             offset_local,

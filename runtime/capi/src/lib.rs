@@ -44,6 +44,14 @@ mod process;
 mod threads;
 pub mod types;
 
+// The exported functions of segments, communication and the process, for
+// Rust callers of the rlib: the fuzz targets `capi_*` and this crate's
+// tests (decision 0088). Their documentation is GASPI.h's, hence hidden.
+#[doc(hidden)]
+pub use comm::*;
+#[doc(hidden)]
+pub use process::*;
+
 use gaspi::{Error, Gaspi, Side, Timeout};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Mutex, PoisonError, RwLock};
