@@ -1315,6 +1315,7 @@ mod tests {
             rendezvous: Some(addr),
             rendezvous_fd: None,
             job_key: key.clone(),
+            pmix_server: false,
         };
         let tree = Tree { size: n, fanout };
         let peers: Vec<std::thread::JoinHandle<()>> = (0..threads)
