@@ -567,7 +567,10 @@ mod tests {
             ("GASPI_RENDEZVOUS", "127.0.0.1:4000"),
         ]);
         let info = LaunchInfo::from_vars(&table(&vars), true).expect("a launch");
-        assert_eq!((info.launcher, info.rank, info.size), (Launcher::GaspiRun, 1, 2));
+        assert_eq!(
+            (info.launcher, info.rank, info.size),
+            (Launcher::GaspiRun, 1, 2)
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@ fn the_library_links_and_answers_without_a_server() {
         assert!(v.contains("PMIx"), "{v}");
         assert_eq!(sys::PMIx_Initialized(), 0);
         let e = CStr::from_ptr(sys::PMIx_Error_string(sys::PMIX_ERR_NOT_FOUND)).to_string_lossy();
-        assert!(e.to_ascii_uppercase().contains("NOT-FOUND") || e.contains("NOT"), "{e}");
+        assert!(
+            e.to_ascii_uppercase().contains("NOT-FOUND") || e.contains("NOT"),
+            "{e}"
+        );
     }
 }
