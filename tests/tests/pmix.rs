@@ -17,7 +17,10 @@ use std::time::Duration;
 /// launcher name `--expect-launcher` takes, for this build.
 pub fn expected_bootstrap() -> (&'static str, &'static str) {
     match gaspi_launch::PMIX_BUILT {
-        true => ("bootstrap PMIx (endpoints on first use with PMIx_Get", "pmix"),
+        true => (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        ),
         false => (
             "a PMIx server started this process, but this build has no PMIx bootstrap",
             "open-mpi",
@@ -30,7 +33,12 @@ fn mpirun(n: u32, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new("/usr/bin/mpirun");
     clean_env(&mut cmd);
     cmd.env("GASPI_LOG", "info")
-        .args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"])
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
         .args(["-n", &n.to_string()])
         .args(["-x", "GASPI_LOG", "-x", gaspi_tests::TAG_VAR]);
     for (k, v) in env {
@@ -151,6 +159,11 @@ fn gaspi_bootstrap_own_under_mpirun_uses_our_rendezvous_and_says_why() {
         false => "a PMIx server started this process, but this build has no PMIx bootstrap",
     };
     assert_eq!(lines_with(&out, why), n as usize, "{}", out.dump());
-    assert_eq!(lines_with(&out, "bootstrap gaspi rendezvous"), n as usize, "{}", out.dump());
+    assert_eq!(
+        lines_with(&out, "bootstrap gaspi rendezvous"),
+        n as usize,
+        "{}",
+        out.dump()
+    );
     out.assert_nothing_left(&before);
 }

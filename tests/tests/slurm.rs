@@ -226,7 +226,10 @@ fn srun_mpi_pmix(
         );
     }
     let (says, launcher) = match gaspi_launch::PMIX_BUILT {
-        true => ("bootstrap PMIx (endpoints on first use with PMIx_Get", "pmix"),
+        true => (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        ),
         false => (
             "a PMIx server started this process, but this build has no PMIx bootstrap",
             "slurm",

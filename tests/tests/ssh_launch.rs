@@ -295,7 +295,10 @@ fn mpirun_across_two_hosts_starts_ranks_through_pmix() {
         return;
     };
     let (says, launcher) = match gaspi_launch::PMIX_BUILT {
-        true => ("bootstrap PMIx (endpoints on first use with PMIx_Get", "pmix"),
+        true => (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        ),
         false => (
             "a PMIx server started this process, but this build has no PMIx bootstrap",
             "open-mpi",
