@@ -6,7 +6,7 @@
 //! socket does not take at once, `sendmsg` of a frame in pieces, a
 //! deadline per write), [`auth`] and [`handshake`] prove the job key on
 //! every connection, and [`rendezvous`] meets the other ranks at start-up
-//! and connects pairs on first use ([`pmix`], in a build with the feature
+//! and connects pairs on first use (`pmix`, in a build with the feature
 //! `pmix`: the same through a PMIx server). What a frame means is decided by the
 //! layer that owns it, above.
 
