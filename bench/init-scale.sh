@@ -18,7 +18,9 @@
 # (default "tree star tree-mpirun pmix-mpirun mpi"); MPI_OPTS (extra mpirun
 # options of the "mpi" variant, default "--mca btl self,vader
 # --mca mpi_yield_when_idle 1": on 2 cores Open MPI's processes spin in
-# MPI_Init's fence and the TCP BTL's start-up; see docs/startup-model.md).
+# MPI_Init's fence and the TCP BTL's start-up; see docs/startup-model.md);
+# GASPI_INIT_TIMEOUT_MS (passed to the ranks; 1,024 ranks on 2 loaded
+# cores can need more than the default 60 s).
 #
 # Build: cargo build --release -p gaspi-bench --features pmix
 #        cargo build --release -p gaspi-launch --features cli
@@ -52,6 +54,8 @@ else
     HAVE_MPI=0
 fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+# The start-up deadline (default 60 s) reaches the ranks under mpirun too.
+[ -z "${GASPI_INIT_TIMEOUT_MS:-}" ] || MPIRUN+=(-x GASPI_INIT_TIMEOUT_MS)
 ulimit -n 65536 2>/dev/null || true
 RESULTS=${RESULTS:-$OUT/results-$(date +%Y%m%d-%H%M%S).jsonl}
 : >"$RESULTS"

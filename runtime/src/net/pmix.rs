@@ -352,6 +352,11 @@ impl Session {
                     rc,
                 ));
             }
+            tracing::debug!(
+                "PMIx_Get of rank {rank}'s {key}: {} ({rc}); asking again in {nap:?}",
+                // SAFETY: a static string for every status.
+                unsafe { CStr::from_ptr(sys::PMIx_Error_string(rc)) }.to_string_lossy()
+            );
             self.live()?;
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(100));
