@@ -1539,6 +1539,100 @@ mod tests {
         )
     }
 
+    /// The PMIx path's tree (decision 0084) with a table standing in for
+    /// PMIx: `n` ranks as threads, each publishing its endpoint and taking
+    /// its parent's from the table once published, join the tree and pass
+    /// the start barrier; every rank holds its parent and children and no
+    /// more, and rank 0 connects to nobody.
+    #[test]
+    fn ranks_join_the_start_up_tree_through_their_parents_published_endpoints() {
+        use super::*;
+        use std::sync::{Arc, Condvar, Mutex};
+        let (n, fanout) = (40u32, 4u32);
+        let tree = Tree { size: n, fanout };
+        let published: Arc<(Mutex<Vec<Option<Endpoint>>>, Condvar)> =
+            Arc::new((Mutex::new(vec![None; n as usize]), Condvar::new()));
+        let ranks: Vec<std::thread::JoinHandle<Vec<u32>>> = (0..n)
+            .map(|rank| {
+                let published = published.clone();
+                std::thread::spawn(move || {
+                    let info = LaunchInfo {
+                        launcher: gaspi_launch::Launcher::Pmix,
+                        rank,
+                        size: n,
+                        local_rank: rank,
+                        local_size: n,
+                        rendezvous: None,
+                        rendezvous_fd: None,
+                        job_key: b"tree-key".to_vec(),
+                        pmix_server: true,
+                    };
+                    let (control, addr) = control_listener_for(&info).unwrap();
+                    assert!(addr.ip().is_loopback(), "one host: {addr}");
+                    let system = crate::segments::LocalSegment::alloc_host(
+                        crate::model::ids::SegId(255),
+                        4096,
+                        64,
+                        Duration::ZERO,
+                    )
+                    .unwrap();
+                    let me = Endpoint {
+                        rank,
+                        host: HostId::current().unwrap(),
+                        hostname: "node".into(),
+                        pid: rank,
+                        control: addr,
+                        system: system.descriptor.clone(),
+                        transports: Vec::new(),
+                    };
+                    {
+                        let (table, cv) = &*published;
+                        table.lock().unwrap()[rank as usize] = Some(me.clone());
+                        cv.notify_all();
+                    }
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    let parent_endpoint = |p: u32| -> Result<Endpoint> {
+                        let (table, cv) = &*published;
+                        let mut t = table.lock().unwrap();
+                        loop {
+                            if let Some(ep) = &t[p as usize] {
+                                return Ok(ep.clone());
+                            }
+                            t = cv.wait(t).unwrap();
+                        }
+                    };
+                    let mut start =
+                        join_tree(&info, me, parent_endpoint, &control, tree, deadline).unwrap();
+                    assert!(!start.whole && start.directory.is_none());
+                    finish_start(&info, &mut start.tree, Ok(()), deadline).unwrap();
+                    let known: Vec<u32> = (0..n)
+                        .filter(|&r| start.table[r as usize].is_some())
+                        .collect();
+                    let mut held: Vec<u32> = start.tree.iter().map(|(r, _)| *r).collect();
+                    held.sort_unstable();
+                    let mut want: Vec<u32> = tree
+                        .parent(rank)
+                        .into_iter()
+                        .chain(tree.children(rank))
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(held, want, "rank {rank}'s start-up connections");
+                    known
+                })
+            })
+            .collect();
+        for (rank, t) in ranks.into_iter().enumerate() {
+            let known = t.join().unwrap();
+            let rank = rank as u32;
+            let mut want: Vec<u32> = std::iter::once(rank)
+                .chain(tree.parent(rank))
+                .chain(tree.children(rank))
+                .collect();
+            want.sort_unstable();
+            assert_eq!(known, want, "rank {rank} knows its tree neighbours only");
+        }
+    }
+
     #[test]
     fn rank_0_starts_a_job_of_simulated_peers_and_its_traffic_is_linear() {
         let (_, _, sent_a, received_a) = simulate_rank0(100, 16, 4);
