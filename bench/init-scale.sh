@@ -3,15 +3,27 @@
 # size, `gaspi-bench --json init` under gaspi-run with the rendezvous of
 # decision 0065 ("tree"), the same binary with the star and whole table of
 # before ("star": GASPI_STARTUP_FANOUT and GASPI_ENDPOINTS_EAGER_MAX above
-# the size), gaspi-bench under mpirun ("tree-mpirun"), and Open MPI's
-# MPI_Init + MPI_Finalize of as many processes under mpirun
-# (bench/peers/mpi_init.c, "mpi"), interleaved, ROUNDS rounds each.
+# the size), gaspi-bench under mpirun with our own rendezvous
+# ("tree-mpirun", GASPI_BOOTSTRAP=own) and with the PMIx bootstrap
+# ("pmix-mpirun": endpoints through the PMIx server of Open MPI's daemon,
+# decision 0084; needs gaspi-bench built with --features pmix), and Open
+# MPI's MPI_Init + MPI_Finalize of as many processes under mpirun
+# (bench/peers/mpi_init.c, "mpi", with MPI_OPTS), interleaved, ROUNDS
+# rounds each.
 #
 #   bench/init-scale.sh [SIZE...]        (default: 64 256 1024)
 #
 # Environment: ROUNDS (default 3); STAR_MAX (largest size the star runs at,
 # default 1024); JOB_TIMEOUT (seconds per job, default 300); VARIANTS
-# (default "tree star tree-mpirun mpi").
+# (default "tree star tree-mpirun pmix-mpirun mpi"); MPI_OPTS (extra mpirun
+# options of the "mpi" variant, default "--mca btl self,vader
+# --mca mpi_yield_when_idle 1": on 2 cores Open MPI's processes spin in
+# MPI_Init's fence and the TCP BTL's start-up; see docs/startup-model.md);
+# GASPI_INIT_TIMEOUT_MS (passed to the ranks; 1,024 ranks on 2 loaded
+# cores can need more than the default 60 s).
+#
+# Build: cargo build --release -p gaspi-bench --features pmix
+#        cargo build --release -p gaspi-launch --features cli
 #
 # Prints one JSON line per job (gaspi-bench's or the MPI peer's, with
 # "variant", "round" and "wall_s", the launcher's whole run, added), then a
@@ -25,12 +37,13 @@ SIZES=("$@")
 ROUNDS=${ROUNDS:-3}
 STAR_MAX=${STAR_MAX:-1024}
 JOB_TIMEOUT=${JOB_TIMEOUT:-300}
-VARIANTS=${VARIANTS:-"tree star tree-mpirun mpi"}
+VARIANTS=${VARIANTS:-"tree star tree-mpirun pmix-mpirun mpi"}
+MPI_OPTS=${MPI_OPTS:---mca btl self,vader --mca mpi_yield_when_idle 1}
 OUT=target/bench-peers/init-scale
 mkdir -p "$OUT"
 B=target/release
 [ -x $B/gaspi-bench ] && [ -x $B/gaspi-run ] || {
-    echo "init-scale.sh: build first: cargo build --release -p gaspi-bench -p gaspi-launch --features gaspi-launch/cli" >&2
+    echo "init-scale.sh: build first: cargo build --release -p gaspi-bench --features pmix; cargo build --release -p gaspi-launch --features cli" >&2
     exit 2
 }
 HAVE_MPI=1
@@ -41,6 +54,8 @@ else
     HAVE_MPI=0
 fi
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+# The start-up deadline (default 60 s) reaches the ranks under mpirun too.
+[ -z "${GASPI_INIT_TIMEOUT_MS:-}" ] || MPIRUN+=(-x GASPI_INIT_TIMEOUT_MS)
 ulimit -n 65536 2>/dev/null || true
 RESULTS=${RESULTS:-$OUT/results-$(date +%Y%m%d-%H%M%S).jsonl}
 : >"$RESULTS"
@@ -69,11 +84,18 @@ for n in "${SIZES[@]}"; do
                 ;;
             tree-mpirun)
                 [ $HAVE_MPI = 1 ] || continue
-                run tree-mpirun "$n" "$round" "${MPIRUN[@]}" -np "$n" $B/gaspi-bench --json init
+                run tree-mpirun "$n" "$round" "${MPIRUN[@]}" -x GASPI_BOOTSTRAP=own -np "$n" $B/gaspi-bench --json init
+                ;;
+            pmix-mpirun)
+                [ $HAVE_MPI = 1 ] || continue
+                # GASPI_BOOTSTRAP=pmix: a gaspi-bench built without the
+                # feature fails rather than measure the fallback.
+                run pmix-mpirun "$n" "$round" "${MPIRUN[@]}" -x GASPI_BOOTSTRAP=pmix -np "$n" $B/gaspi-bench --json init
                 ;;
             mpi)
                 [ $HAVE_MPI = 1 ] || continue
-                run mpi "$n" "$round" "${MPIRUN[@]}" -np "$n" "$OUT/mpi_init"
+                # shellcheck disable=SC2086 # MPI_OPTS is a list of options
+                run mpi "$n" "$round" "${MPIRUN[@]}" $MPI_OPTS -np "$n" "$OUT/mpi_init"
                 ;;
             esac
         done

@@ -257,6 +257,10 @@ pub struct Gaspi {
     engine: Mutex<Option<ProgressEngine>>,
     /// Rank 0's endpoint directory, while it serves (decision 0065).
     directory: Mutex<Option<rendezvous::DirectoryThread>>,
+    /// The PMIx session under the PMIx bootstrap, finalized when the rank
+    /// terminates (decision 0084).
+    #[cfg(feature = "pmix")]
+    pmix: Option<crate::net::pmix::PmixEndpoints>,
     /// The bootstrap used and its traffic through this rank.
     bootstrap: String,
     traffic: Arc<rendezvous::Traffic>,
@@ -292,6 +296,25 @@ impl Gaspi {
             std::process::exit(code);
         }
         crate::launcher::adopt_lifeline();
+        // Under a PMIx server (decision 0084): rank, size and the job key
+        // from PMIx before anything reads them.
+        #[cfg(feature = "pmix")]
+        let pmix = match config.launch.launcher {
+            gaspi_launch::Launcher::Pmix => Some(crate::net::pmix::start(
+                &mut config.launch,
+                Instant::now() + config.init_timeout,
+            )?),
+            _ => None,
+        };
+        #[cfg(not(feature = "pmix"))]
+        if config.launch.launcher == gaspi_launch::Launcher::Pmix {
+            return Err(Error::Config(
+                "launched for the PMIx bootstrap, but this build of the runtime has no feature \
+                 pmix"
+                    .into(),
+            ));
+        }
+        let under_pmix = config.launch.launcher == gaspi_launch::Launcher::Pmix;
         // Decided once: the choice reads the cores this process may use,
         // which under cgroups means reading /proc (tens of microseconds),
         // and waits ask for it on every call.
@@ -317,7 +340,7 @@ impl Gaspi {
         // launcher (or a test) just probed free for the rendezvous lies too,
         // and the control listener once got exactly that port (CI,
         // `strangers`: "binding the rendezvous: Address already in use").
-        let rendezvous = if rank.0 == 0 && size > 1 {
+        let rendezvous = if rank.0 == 0 && size > 1 && !under_pmix {
             Some(rendezvous::rendezvous_listener(&info)?)
         } else {
             None
@@ -328,10 +351,7 @@ impl Gaspi {
         for t in &network {
             t.register(&mut system)?;
         }
-        let listener = rendezvous::control_listener(&info)?;
-        let control = listener
-            .local_addr()
-            .map_err(|e| Error::io("control listener address", e))?;
+        let (listener, control) = rendezvous::control_listener_for(&info)?;
         let me_host = HostId::current()?;
         let me = Endpoint {
             rank: rank.0,
@@ -352,7 +372,28 @@ impl Gaspi {
             fanout: config.startup_fanout,
         };
         let traffic = Arc::new(rendezvous::Traffic::default());
-        let start = if size > 1 {
+        // Under PMIx every rank puts its endpoint and joins the tree
+        // through its parent's, from PMIx: nothing checks in with rank 0.
+        #[cfg(feature = "pmix")]
+        let joined = match (&pmix, size > 1) {
+            (Some(p), true) => {
+                p.publish(&me)?;
+                Some(rendezvous::join_tree(
+                    &info,
+                    me.clone(),
+                    |r| p.endpoint(r, deadline),
+                    &listener,
+                    tree,
+                    deadline,
+                )?)
+            }
+            _ => None,
+        };
+        #[cfg(not(feature = "pmix"))]
+        let joined: Option<rendezvous::Start> = None;
+        let start = if let Some(joined) = joined {
+            joined
+        } else if size > 1 {
             rendezvous::exchange_endpoints(
                 &info,
                 me,
@@ -412,15 +453,21 @@ impl Gaspi {
             });
             peers.push(Peer::new(ep));
         }
-        let lookups =
-            (!whole)
-                .then_some(info.rendezvous)
-                .flatten()
-                .map(|addr| rendezvous::Directory {
+        #[cfg(feature = "pmix")]
+        let pmix_lookups = pmix
+            .clone()
+            .map(|p| Box::new(p) as Box<dyn rendezvous::EndpointSource>);
+        #[cfg(not(feature = "pmix"))]
+        let pmix_lookups: Option<Box<dyn rendezvous::EndpointSource>> = None;
+        let lookups = pmix_lookups.or_else(|| {
+            (!whole).then_some(info.rendezvous).flatten().map(|addr| {
+                Box::new(rendezvous::Directory {
                     addr,
                     key: config.launch.job_key.clone(),
                     traffic: traffic.clone(),
-                });
+                }) as Box<dyn rendezvous::EndpointSource>
+            })
+        });
         // Peers reached over TCP: a spinning waiter reads their
         // connections itself, so it does not wait for (or starve) the
         // progress engine, and spins as long as any waiter does. A job
@@ -575,15 +622,31 @@ impl Gaspi {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        let bootstrap = match whole {
-            true => format!(
+        let bootstrap = match (under_pmix, whole) {
+            (true, _) => format!(
+                "PMIx (endpoints on first use with PMIx_Get, tree fan-out {})",
+                tree.fanout
+            ),
+            (false, true) => format!(
                 "gaspi rendezvous (whole table, tree fan-out {})",
                 tree.fanout
             ),
-            false => format!(
+            (false, false) => format!(
                 "gaspi rendezvous (endpoints on first use from rank 0, tree fan-out {})",
                 tree.fanout
             ),
+        };
+        // A PMIx server started the process, but our own rendezvous ran:
+        // say why (decision 0084).
+        let bootstrap = match (under_pmix, info.pmix_server) {
+            (false, true) if !gaspi_launch::PMIX_BUILT => format!(
+                "{bootstrap}; a PMIx server started this process, but this build has no PMIx \
+                 bootstrap (feature pmix): the launcher's variables were used"
+            ),
+            (false, true) => {
+                format!("{bootstrap}; a PMIx server started this process, but GASPI_BOOTSTRAP=own")
+            }
+            _ => bootstrap,
         };
         tracing::info!(
             rank = rank.0,
@@ -599,6 +662,8 @@ impl Gaspi {
             inner,
             engine: Mutex::new(Some(engine)),
             directory: Mutex::new(directory),
+            #[cfg(feature = "pmix")]
+            pmix,
             bootstrap,
             traffic,
             connections,
@@ -645,6 +710,11 @@ impl Gaspi {
         // A peer that reads nothing (stopped) cannot hold the exit longer.
         self.inner.base.peers.flush_all(GOODBYE_FLUSH);
         engine.stop();
+        // The PMIx server sees the rank finish in order.
+        #[cfg(feature = "pmix")]
+        if let Some(p) = &self.pmix {
+            p.session.finalize();
+        }
     }
 
     /// The bootstrap that started the job and what it cost this rank so

@@ -494,6 +494,7 @@ fn check_identity(
             "slurm" => Launcher::Slurm,
             "open-mpi" => Launcher::OpenMpi,
             "pmi" => Launcher::Pmi,
+            "pmix" => Launcher::Pmix,
             "standalone" => Launcher::Standalone,
             other => fail!("unknown launcher name {other:?}"),
         };

@@ -441,6 +441,9 @@ fn c_programs_start_under_open_mpi_mpirun_as_rust_programs_do() {
         .env("GASPI_LOG", "info")
         .args(["--allow-run-as-root", "--oversubscribe", "-n", "3"])
         .args(["-x", "GASPI_KEY_FILE", "-x", "GASPI_LOG"])
+        // Open MPI's variables, whatever the library's build (its PMIx
+        // bootstrap is tested in pmix.rs).
+        .args(["-x", "GASPI_BOOTSTRAP=own"])
         .args(["-x", gaspi_tests::TAG_VAR])
         .arg(p.get("pingpong"));
     let out = gaspi_tests::Running::spawn(cmd, &tag).finish(Duration::from_secs(120));

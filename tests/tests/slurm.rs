@@ -148,6 +148,12 @@ fn srun_starts_four_ranks_that_meet_and_run_a_ring() {
     }
     out.assert_nothing_left(&before);
 
+    // srun --mpi=pmix: Slurm's PMIx plugin serves the ranks, which take
+    // rank, size and endpoints from it in a build with the feature
+    // gaspi/pmix, and fall back to Slurm's variables (saying so) without
+    // it (decision 0084).
+    srun_mpi_pmix(&in_host, &conf, d, &before);
+
     // A GASPI program in C, unchanged, under srun as well.
     if Command::new("cc").arg("--version").output().is_err() {
         skip(
@@ -193,4 +199,77 @@ fn srun_starts_four_ranks_that_meet_and_run_a_ring() {
     );
     out.assert_nothing_left(&before);
     drop(daemons);
+}
+
+/// `srun --mpi=pmix -n 4`: a ring and an all-to-all whose every rank's
+/// start-up line names the PMIx bootstrap (or, in a build without it, the
+/// fallback). Skipped with a printed reason where Slurm has no PMIx plugin.
+fn srun_mpi_pmix(
+    in_host: &dyn Fn(&str) -> Command,
+    conf: &Path,
+    d: &Path,
+    before: &std::collections::BTreeSet<std::path::PathBuf>,
+) {
+    let name = "srun_starts_four_ranks_that_meet_and_run_a_ring (PMIx part)";
+    let plugins = in_host("/usr/bin/srun")
+        .arg("--mpi=list")
+        .env("SLURM_CONF", conf)
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+        })
+        .unwrap_or_default();
+    if !plugins.contains("pmix") {
+        return skip(
+            name,
+            &format!("Slurm has no PMIx plugin (srun --mpi=list: {plugins:?})"),
+        );
+    }
+    let (says, launcher) = match gaspi_launch::PMIX_BUILT {
+        true => (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        ),
+        false => (
+            "a PMIx server started this process, but this build has no PMIx bootstrap",
+            "slurm",
+        ),
+    };
+    for args in [
+        &[
+            "ring",
+            "--rounds",
+            "5",
+            "--expect-size",
+            "4",
+            "--expect-launcher",
+            launcher,
+        ][..],
+        &["all-to-all", "--rounds", "2"][..],
+    ] {
+        let tag = gaspi_tests::fresh_tag();
+        let mut cmd = in_host("/usr/bin/srun");
+        clean_env(&mut cmd);
+        cmd.env("SLURM_CONF", conf)
+            .env("GASPI_KEY_FILE", d.join("job.key"))
+            .env("GASPI_LOG", "info")
+            .args(["-n", "4", "--mpi=pmix", "--kill-on-bad-exit=1"])
+            .arg(rank_bin!())
+            .args(args);
+        let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+        out.assert_success();
+        let ok = match args[0] {
+            "ring" => "ok ring of 5 rounds",
+            _ => "ok all-to-all",
+        };
+        assert_eq!(out.stdout_lines_with(ok), 4, "{}", out.dump());
+        let named = out.stderr.lines().filter(|l| l.contains(says)).count();
+        assert_eq!(
+            named,
+            4,
+            "every rank's start-up line must say {says:?}:\n{}",
+            out.dump()
+        );
+        out.assert_nothing_left(before);
+    }
 }

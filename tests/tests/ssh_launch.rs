@@ -236,6 +236,9 @@ fn open_mpi_mpirun_starts_ranks_on_two_hosts_without_gaspi_run() {
         .args(["--mca", "plm_rsh_agent"])
         .arg(c.sshd.ssh_command())
         .args(["-x", &format!("GASPI_RENDEZVOUS={a}:47123")])
+        // Open MPI's variables and our own rendezvous, even in a build
+        // with the PMIx bootstrap (which has a test of its own below).
+        .args(["-x", "GASPI_BOOTSTRAP=own"])
         .args(["-x", "GASPI_KEY_FILE", "-x", "GASPI_LOG"])
         .args(["-x", gaspi_tests::TAG_VAR])
         .arg(rank_bin!())
@@ -270,6 +273,83 @@ fn open_mpi_mpirun_starts_ranks_on_two_hosts_without_gaspi_run() {
         out.dump()
     );
     out.assert_nothing_left(&before);
+}
+
+/// Open MPI's mpirun across the two hosts, its daemons' PMIx servers
+/// serving the ranks: in a build with the feature gaspi/pmix they take
+/// rank, size, job key and endpoints from PMIx (no rendezvous address, no
+/// key file used), each start-up line names the PMIx bootstrap, and every
+/// rank writes checked blocks to every other across the hosts. Without
+/// the feature they fall back to Open MPI's variables and the given
+/// rendezvous, and say so (decision 0084).
+#[test]
+fn mpirun_across_two_hosts_starts_ranks_through_pmix() {
+    let name = "mpirun_across_two_hosts_starts_ranks_through_pmix";
+    if !std::path::Path::new("/usr/bin/mpirun").exists() {
+        return skip(
+            name,
+            "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
+        );
+    }
+    let Some(c) = cluster(name) else {
+        return;
+    };
+    let (says, launcher) = match gaspi_launch::PMIX_BUILT {
+        true => (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        ),
+        false => (
+            "a PMIx server started this process, but this build has no PMIx bootstrap",
+            "open-mpi",
+        ),
+    };
+    let before = shm_files();
+    let keys = TempDir::new("ompi-pmix-key");
+    let (a, b) = (c.hosts.addrs[0], c.hosts.addrs[1]);
+    for args in [
+        &[
+            "ring",
+            "--rounds",
+            "5",
+            "--expect-size",
+            "4",
+            "--expect-launcher",
+            launcher,
+        ][..],
+        &["all-to-all", "--rounds", "2"][..],
+    ] {
+        let tag = gaspi_tests::fresh_tag();
+        let mut cmd = c.hosts.command(0, std::path::Path::new("/usr/bin/mpirun"));
+        clean_env(&mut cmd);
+        cmd.env("GASPI_KEY_FILE", keys.path().join("job.key"))
+            .env("GASPI_LOG", "info")
+            .args(["--allow-run-as-root", "-n", "4", "--host"])
+            .arg(format!("{a}:2,{b}:2"))
+            .args(["--mca", "plm_rsh_agent"])
+            .arg(c.sshd.ssh_command())
+            // Read only by the fallback (a build without gaspi/pmix).
+            .args(["-x", &format!("GASPI_RENDEZVOUS={a}:47125")])
+            .args(["-x", "GASPI_KEY_FILE", "-x", "GASPI_LOG"])
+            .args(["-x", gaspi_tests::TAG_VAR])
+            .arg(rank_bin!())
+            .args(args);
+        let out = Running::spawn(cmd, &tag).finish(Duration::from_secs(120));
+        out.assert_success();
+        let ok = match args[0] {
+            "ring" => "ok ring of 5 rounds",
+            _ => "ok all-to-all",
+        };
+        assert_eq!(out.stdout_lines_with(ok), 4, "{}", out.dump());
+        let named = out.stderr.lines().filter(|l| l.contains(says)).count();
+        assert_eq!(
+            named,
+            4,
+            "every rank's start-up line must say {says:?}:\n{}",
+            out.dump()
+        );
+        out.assert_nothing_left(&before);
+    }
 }
 
 #[test]

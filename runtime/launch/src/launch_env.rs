@@ -1,10 +1,11 @@
 //! How this process was launched, read from the environment.
 //!
-//! Four launchers are understood, in this order:
+//! Five launchers are understood, in this order:
 //!
 //! | launcher | rank / size | rendezvous | job key |
 //! |---|---|---|---|
 //! | `gaspi-run` (or self-launch) | `GASPI_RANK`, `GASPI_SIZE` | `GASPI_RENDEZVOUS` (+ `GASPI_RENDEZVOUS_FD` for rank 0) | `GASPI_JOB_KEY` |
+//! | a PMIx server (Open MPI's `mpirun`, `srun --mpi=pmix`, PRRTE, Flux), in a build with the PMIx bootstrap | `PMIX_RANK`; the size from `PMIx_Init` | none: endpoints go through PMIx | `GASPI_JOB_KEY`, else rank 0's, through PMIx |
 //! | Slurm `srun` | `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` | first node of `SLURM_STEP_NODELIST`, else `SLURM_LAUNCH_NODE_IPADDR`; port from the job and step ids | user key file |
 //! | Open MPI `mpirun` | `OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK` | loopback when all ranks are local; port from the job id | user key file |
 //! | PMI (MPICH, Intel MPI) | `PMI_RANK`, `PMI_SIZE` | loopback when all ranks are local; port from the job id | user key file |
@@ -14,6 +15,16 @@
 //! across hosts). The user key file (`$GASPI_KEY_FILE`, default
 //! `~/.gaspi/job.key`, mode 0600) plays the role of munge's key: readable by
 //! the user alone, on a home directory shared by the nodes.
+//!
+//! A PMIx server started the process when `PMIX_RANK`, `PMIX_NAMESPACE`
+//! and one of its server URI variables are set ([`pmix_server_env`]). The
+//! PMIx bootstrap is used then if this build has it (the runtime's feature
+//! `pmix`, which turns on this crate's feature `pmix`), unless
+//! `GASPI_BOOTSTRAP=own` forbids it; `GASPI_BOOTSTRAP=pmix` demands it
+//! (an error where it cannot be had). Otherwise the launcher's own
+//! variables are read as before, and [`LaunchInfo::pmix_server`] says
+//! that a PMIx server was there, for the start-up log line
+//! (docs/decisions/0084-pmix-bootstrap.md).
 
 use crate::{Error, Result};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -31,6 +42,44 @@ pub enum Launcher {
     OpenMpi,
     /// A PMI launcher (MPICH hydra, Intel MPI).
     Pmi,
+    /// A PMIx server (Open MPI's `mpirun`, `srun --mpi=pmix`, PRRTE,
+    /// Flux): rank, size and endpoints come from PMIx. Only in a build
+    /// with the PMIx bootstrap (feature `pmix`).
+    Pmix,
+}
+
+/// The PMIx server URI variables, newest protocol first: one of them is
+/// set when a PMIx server (of any version since 2.0) started the process.
+pub const PMIX_SERVER_URI_VARS: [&str; 5] = [
+    "PMIX_SERVER_URI41",
+    "PMIX_SERVER_URI4",
+    "PMIX_SERVER_URI3",
+    "PMIX_SERVER_URI21",
+    "PMIX_SERVER_URI2",
+];
+
+/// Whether this build has the PMIx bootstrap (this crate's feature
+/// `pmix`, turned on by the runtime's).
+pub const PMIX_BUILT: bool = cfg!(feature = "pmix");
+
+/// Whether the environment `env` says a PMIx server started the process:
+/// `PMIX_RANK`, `PMIX_NAMESPACE` and a server URI variable
+/// ([`PMIX_SERVER_URI_VARS`]) are all set.
+pub fn pmix_server_env(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    env("PMIX_RANK").is_some()
+        && env("PMIX_NAMESPACE").is_some()
+        && PMIX_SERVER_URI_VARS.iter().any(|v| env(v).is_some())
+}
+
+/// Which bootstrap `GASPI_BOOTSTRAP` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BootstrapChoice {
+    /// PMIx where a PMIx server started the process and the build has it.
+    Auto,
+    /// PMIx or an error.
+    Pmix,
+    /// Our own rendezvous, PMIx or not.
+    Own,
 }
 
 /// Rank, size and rendezvous of this process.
@@ -50,15 +99,23 @@ pub struct LaunchInfo {
     pub rendezvous: Option<SocketAddr>,
     /// An already-bound rendezvous socket inherited by rank 0 (from gaspi-run).
     pub rendezvous_fd: Option<i32>,
-    /// The job's secret.
+    /// The job's secret (empty under [`Launcher::Pmix`] without
+    /// `GASPI_JOB_KEY`: the runtime takes rank 0's through PMIx).
     pub job_key: Vec<u8>,
+    /// Whether a PMIx server started this process ([`pmix_server_env`]),
+    /// whichever bootstrap is used.
+    pub pmix_server: bool,
 }
 
-fn var(name: &str) -> Option<String> {
+/// Where the launch variables are read from: the process's environment,
+/// or a table (tests).
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn process_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn num(name: &str) -> Result<Option<u32>> {
+fn num(var: Env, name: &str) -> Result<Option<u32>> {
     var(name)
         .map(|v| {
             v.trim()
@@ -133,7 +190,7 @@ pub fn first_slurm_node(list: &str) -> Option<String> {
 }
 
 /// Reads (or creates, readable by the user alone) the user's key file.
-fn user_key() -> Result<Vec<u8>> {
+fn user_key(var: Env) -> Result<Vec<u8>> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let path = match var("GASPI_KEY_FILE") {
@@ -199,11 +256,45 @@ impl LaunchInfo {
             rendezvous: None,
             rendezvous_fd: None,
             job_key: Vec::new(),
+            pmix_server: false,
         }
     }
 
     /// Reads the launch environment (see the module docs).
     pub fn from_env() -> Result<LaunchInfo> {
+        Self::from_vars(&process_var, PMIX_BUILT)
+    }
+
+    /// Reads the launch from the variables `var` gives, for a build that
+    /// has the PMIx bootstrap (`pmix_built`) or not (see the module docs).
+    pub fn from_vars(var: Env, pmix_built: bool) -> Result<LaunchInfo> {
+        let num = |name: &str| num(var, name);
+        let pmix_server = pmix_server_env(var);
+        let choice = match var("GASPI_BOOTSTRAP").as_deref().map(str::trim) {
+            None | Some("auto") => BootstrapChoice::Auto,
+            Some("pmix") => BootstrapChoice::Pmix,
+            Some("own") => BootstrapChoice::Own,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "GASPI_BOOTSTRAP={other:?}: expected pmix, own or auto"
+                )))
+            }
+        };
+        if choice == BootstrapChoice::Pmix && !pmix_server {
+            return Err(Error::Config(
+                "GASPI_BOOTSTRAP=pmix, but no PMIx server started this process (PMIX_RANK, \
+                 PMIX_NAMESPACE and a PMIX_SERVER_URI* variable are not all set)"
+                    .into(),
+            ));
+        }
+        if choice == BootstrapChoice::Pmix && !pmix_built {
+            return Err(Error::Config(
+                "GASPI_BOOTSTRAP=pmix, but this build has no PMIx bootstrap (build with the \
+                 feature gaspi/pmix)"
+                    .into(),
+            ));
+        }
+        let use_pmix = pmix_server && pmix_built && choice != BootstrapChoice::Own;
         let explicit = var("GASPI_RENDEZVOUS")
             .map(|v| parse_addr("GASPI_RENDEZVOUS", &v))
             .transpose()?;
@@ -221,6 +312,24 @@ impl LaunchInfo {
                 num("GASPI_LOCAL_RANK")?.unwrap_or(r),
                 num("GASPI_LOCAL_SIZE")?.unwrap_or(s),
                 Some(rv),
+            )
+        } else if use_pmix {
+            // The size is provisional (the launcher's own count where it
+            // sets one): the runtime takes rank, size and the local
+            // figures from PMIx_Init.
+            let r = num("PMIX_RANK")?.unwrap_or(0);
+            let s = num("OMPI_COMM_WORLD_SIZE")?
+                .or(num("SLURM_NTASKS")?)
+                .unwrap_or(r + 1);
+            (
+                Launcher::Pmix,
+                r,
+                s,
+                num("OMPI_COMM_WORLD_LOCAL_RANK")?
+                    .or(num("SLURM_LOCALID")?)
+                    .unwrap_or(0),
+                num("OMPI_COMM_WORLD_LOCAL_SIZE")?.unwrap_or(s),
+                None,
             )
         } else if let (Some(r), Some(s)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
             let job = format!(
@@ -304,7 +413,8 @@ impl LaunchInfo {
                     "GASPI_RANK is set but GASPI_JOB_KEY is not".into(),
                 ))
             }
-            None => user_key()?,
+            None if launcher == Launcher::Pmix => Vec::new(),
+            None => user_key(var)?,
         };
         let rendezvous_fd = if rank == 0 {
             num("GASPI_RENDEZVOUS_FD")?.map(|f| f as i32)
@@ -320,6 +430,7 @@ impl LaunchInfo {
             rendezvous,
             rendezvous_fd,
             job_key,
+            pmix_server,
         })
     }
 
@@ -357,6 +468,109 @@ mod tests {
         assert_eq!(first_slurm_node("gpu3,node[1-2]").as_deref(), Some("gpu3"));
         assert_eq!(first_slurm_node("localhost").as_deref(), Some("localhost"));
         assert_eq!(first_slurm_node("").as_deref(), None);
+    }
+
+    /// The variables of `pairs` as a launch environment.
+    fn table(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    /// What Open MPI's mpirun (4.1, its PMIx server) sets for rank 2 of 4.
+    const UNDER_MPIRUN: [(&str, &str); 8] = [
+        ("PMIX_RANK", "2"),
+        ("PMIX_NAMESPACE", "1234567890"),
+        ("PMIX_SERVER_URI3", "1234567890.0;tcp4://127.0.0.1:41000"),
+        ("OMPI_COMM_WORLD_RANK", "2"),
+        ("OMPI_COMM_WORLD_SIZE", "4"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ("GASPI_JOB_KEY", "k"),
+    ];
+
+    #[test]
+    fn a_build_with_pmix_under_a_pmix_server_takes_the_pmix_bootstrap() {
+        let info = LaunchInfo::from_vars(&table(&UNDER_MPIRUN), true).expect("a launch");
+        assert_eq!(info.launcher, Launcher::Pmix);
+        assert!(info.pmix_server);
+        assert_eq!((info.rank, info.size), (2, 4));
+        assert_eq!(info.rendezvous, None);
+    }
+
+    #[test]
+    fn a_build_without_pmix_under_a_pmix_server_falls_back_to_the_launchers_variables() {
+        let info = LaunchInfo::from_vars(&table(&UNDER_MPIRUN), false).expect("a launch");
+        assert_eq!(info.launcher, Launcher::OpenMpi);
+        assert!(info.pmix_server, "the PMIx server is still noticed");
+        assert_eq!((info.rank, info.size, info.local_size), (2, 4, 4));
+        assert!(info.rendezvous.is_some_and(|a| a.ip().is_loopback()));
+    }
+
+    #[test]
+    fn gaspi_bootstrap_own_forbids_pmix_and_pmix_demands_it() {
+        let mut own = UNDER_MPIRUN.to_vec();
+        own.push(("GASPI_BOOTSTRAP", "own"));
+        let info = LaunchInfo::from_vars(&table(&own), true).expect("a launch");
+        assert_eq!(info.launcher, Launcher::OpenMpi);
+        assert!(info.pmix_server);
+
+        let mut demand = UNDER_MPIRUN.to_vec();
+        demand.push(("GASPI_BOOTSTRAP", "pmix"));
+        let e = LaunchInfo::from_vars(&table(&demand), false).expect_err("no PMIx in the build");
+        assert!(e.to_string().contains("no PMIx bootstrap"), "{e}");
+        assert_eq!(
+            LaunchInfo::from_vars(&table(&demand), true)
+                .expect("a launch")
+                .launcher,
+            Launcher::Pmix
+        );
+
+        let ompi_only: Vec<_> = UNDER_MPIRUN
+            .iter()
+            .filter(|(k, _)| !k.starts_with("PMIX_"))
+            .chain(&[("GASPI_BOOTSTRAP", "pmix")])
+            .copied()
+            .collect();
+        let e = LaunchInfo::from_vars(&table(&ompi_only), true).expect_err("no PMIx server");
+        assert!(e.to_string().contains("no PMIx server"), "{e}");
+
+        let mut bad = UNDER_MPIRUN.to_vec();
+        bad.push(("GASPI_BOOTSTRAP", "pmi"));
+        assert!(LaunchInfo::from_vars(&table(&bad), true).is_err());
+    }
+
+    #[test]
+    fn pmix_needs_its_rank_namespace_and_a_server_uri() {
+        let no_uri: Vec<_> = UNDER_MPIRUN
+            .iter()
+            .filter(|(k, _)| !k.starts_with("PMIX_SERVER"))
+            .copied()
+            .collect();
+        let info = LaunchInfo::from_vars(&table(&no_uri), true).expect("a launch");
+        assert_eq!(info.launcher, Launcher::OpenMpi);
+        assert!(!info.pmix_server);
+        for uri in PMIX_SERVER_URI_VARS {
+            let vars = [("PMIX_RANK", "0"), ("PMIX_NAMESPACE", "ns"), (uri, "x")];
+            assert!(pmix_server_env(&table(&vars)), "{uri}");
+        }
+    }
+
+    #[test]
+    fn gaspi_run_wins_over_a_pmix_server() {
+        let mut vars = UNDER_MPIRUN.to_vec();
+        vars.extend([
+            ("GASPI_RANK", "1"),
+            ("GASPI_SIZE", "2"),
+            ("GASPI_RENDEZVOUS", "127.0.0.1:4000"),
+        ]);
+        let info = LaunchInfo::from_vars(&table(&vars), true).expect("a launch");
+        assert_eq!(
+            (info.launcher, info.rank, info.size),
+            (Launcher::GaspiRun, 1, 2)
+        );
     }
 
     #[test]

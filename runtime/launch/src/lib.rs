@@ -37,7 +37,9 @@ mod launcher;
 mod logging;
 
 pub use error::{Error, Result};
-pub use launch_env::{first_slurm_node, LaunchInfo, Launcher};
+pub use launch_env::{
+    first_slurm_node, pmix_server_env, LaunchInfo, Launcher, PMIX_BUILT, PMIX_SERVER_URI_VARS,
+};
 pub use launcher::{
     adopt_lifeline, agent, is_this_host, launch, parse_hostfile, place, read_hostfile,
     relaunch_self, AgentOptions, Host, LaunchOptions,

@@ -6,7 +6,8 @@
 //! socket does not take at once, `sendmsg` of a frame in pieces, a
 //! deadline per write), [`auth`] and [`handshake`] prove the job key on
 //! every connection, and [`rendezvous`] meets the other ranks at start-up
-//! and connects pairs on first use. What a frame means is decided by the
+//! and connects pairs on first use (`pmix`, in a build with the feature
+//! `pmix`: the same through a PMIx server). What a frame means is decided by the
 //! layer that owns it, above.
 
 pub(crate) mod auth;
@@ -15,6 +16,8 @@ pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod log_tally;
 pub(crate) mod peers;
+#[cfg(feature = "pmix")]
+pub(crate) mod pmix;
 pub(crate) mod reader;
 pub(crate) mod rendezvous;
 pub(crate) mod settles;

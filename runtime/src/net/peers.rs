@@ -113,7 +113,7 @@ pub(crate) struct Peers {
     job_key: Vec<u8>,
     peer_timeout: Duration,
     /// Where endpoints not known from the start-up are looked up.
-    directory: Option<rendezvous::Directory>,
+    directory: Option<Box<dyn rendezvous::EndpointSource>>,
     /// Serializes lookups (one connection to the directory at a time).
     looking_up: Mutex<()>,
     replies: Replies,
@@ -162,7 +162,7 @@ impl Peers {
         list: Vec<Peer>,
         job_key: Vec<u8>,
         peer_timeout: Duration,
-        directory: Option<rendezvous::Directory>,
+        directory: Option<Box<dyn rendezvous::EndpointSource>>,
     ) -> Peers {
         Peers {
             rank,
@@ -184,7 +184,8 @@ impl Peers {
     }
 
     /// The endpoint of `rank`: known since the start-up, or asked of rank
-    /// 0's directory now (once; decision 0065). The progress engine may ask
+    /// 0's directory now (once; decision 0065), or of PMIx under the PMIx
+    /// bootstrap (decision 0084). The progress engine may ask
     /// too: a lookup is one short exchange with rank 0's directory thread,
     /// never with a progress engine.
     pub fn endpoint(&self, rank: Rank) -> Result<&Endpoint> {

@@ -150,6 +150,74 @@ fn job_ip(info: &LaunchInfo) -> Option<IpAddr> {
     (!ip.is_unspecified()).then_some(ip)
 }
 
+/// An address of this host that other hosts can reach, for a job that has
+/// no rendezvous address to find the route to (the PMIx bootstrap): the
+/// source address of the default route, else the first address of an
+/// interface that is up and not loopback (IPv4 first).
+fn reachable_ip() -> Option<IpAddr> {
+    let routed = UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            // TEST-NET-1: never answered; connect only picks the route.
+            s.connect("192.0.2.1:9")?;
+            s.local_addr()
+        })
+        .ok()
+        .map(|a| a.ip())
+        .filter(|ip| !ip.is_unspecified() && !ip.is_loopback());
+    if routed.is_some() {
+        return routed;
+    }
+    let mut found: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter(|i| {
+            i.flags.contains(nix::net::if_::InterfaceFlags::IFF_UP)
+                && !i
+                    .flags
+                    .contains(nix::net::if_::InterfaceFlags::IFF_LOOPBACK)
+        })
+        .filter_map(|i| {
+            let a = i.address?;
+            a.as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+        })
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+        .filter(|ip| !matches!(ip, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80))
+        .collect();
+    found.sort_by_key(|ip| ip.is_ipv6());
+    found.into_iter().next()
+}
+
+/// This rank's control listener and the address peers are told to reach
+/// it at. Under the PMIx bootstrap, whose job has no rendezvous address:
+/// loopback when every rank is on this host, else every interface,
+/// told as [`reachable_ip`].
+pub(crate) fn control_listener_for(info: &LaunchInfo) -> Result<(TcpListener, SocketAddr)> {
+    if info.launcher == gaspi_launch::Launcher::Pmix && info.local_size < info.size {
+        let ip = reachable_ip().ok_or_else(|| {
+            Error::Bootstrap(
+                "the ranks span several hosts and this host has no address but loopback".into(),
+            )
+        })?;
+        let listener = TcpListener::bind(SocketAddr::new(unspecified(ip), 0))
+            .map_err(|e| Error::io("binding the control listener", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("control listener address", e))?
+            .port();
+        tracing::debug!(
+            rank = info.rank,
+            "control listener on port {port}, told as {ip}"
+        );
+        return Ok((listener, SocketAddr::new(ip, port)));
+    }
+    let listener = control_listener(info)?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("control listener address", e))?;
+    Ok((listener, addr))
+}
+
 /// This rank's control listener, on the address of this host the job uses
 /// (see [`job_ip`]); on every interface only when that cannot be found.
 pub(crate) fn control_listener(info: &LaunchInfo) -> Result<TcpListener> {
@@ -513,11 +581,46 @@ pub(crate) fn exchange_endpoints(
             let p = table[parent as usize]
                 .as_ref()
                 .expect("the parent's endpoint came with the welcome");
-            let mut up = connect_until(p.control, deadline, &format!("rank {parent}"))?;
-            blocking(&up, deadline)?;
-            auth::answer(&mut up, &info.job_key, TREE, &me)?;
-            conns.push((parent, up));
+            conns.push((parent, connect_parent(info, &me, p, deadline)?));
         }
+        accept_children(info, control, tree, deadline, &mut table, &mut conns)?;
+        Ok(Start {
+            table,
+            whole,
+            tree: conns,
+            directory: None,
+        })
+    }
+}
+
+/// Connects this rank to its parent `p` in the start-up tree (on the
+/// parent's control listener, proving the job key with this rank's
+/// endpoint).
+fn connect_parent(
+    info: &LaunchInfo,
+    me: &Endpoint,
+    p: &Endpoint,
+    deadline: Instant,
+) -> Result<TcpStream> {
+    let mut up = connect_until(p.control, deadline, &format!("rank {}", p.rank))?;
+    blocking(&up, deadline)?;
+    auth::answer(&mut up, &info.job_key, TREE, me)?;
+    Ok(up)
+}
+
+/// Takes the connections of this rank's children in the start-up tree on
+/// its control listener, learning their endpoints into `table`, the
+/// streams (blocking) appended to `conns`.
+fn accept_children(
+    info: &LaunchInfo,
+    control: &TcpListener,
+    tree: Tree,
+    deadline: Instant,
+    table: &mut [Option<Endpoint>],
+    conns: &mut StarConnections,
+) -> Result<()> {
+    let rank = info.rank;
+    {
         let children = tree.children(rank);
         if !children.is_empty() {
             let mut accepted = Vec::with_capacity(children.len());
@@ -557,13 +660,50 @@ pub(crate) fn exchange_endpoints(
                 conns.push((r, c));
             }
         }
-        Ok(Start {
-            table,
-            whole,
-            tree: conns,
-            directory: None,
-        })
     }
+    Ok(())
+}
+
+/// Joins the start-up tree under the PMIx bootstrap (decision 0084): the
+/// endpoints are in PMIx already (`publish`ed by every rank), so nobody
+/// checks in with rank 0. A rank fetches its parent's endpoint
+/// (`parent_endpoint`, a `PMIx_Get` that waits for the parent to commit),
+/// connects to the parent's control listener, and takes its children's
+/// connections on its own: each rank holds at most `fanout + 1` start-up
+/// connections, rank 0 `fanout`, and nothing passes through rank 0. The
+/// streams come back as [`exchange_endpoints`]'s do, for
+/// [`finish_start`]. Other endpoints are fetched on first use.
+#[cfg_attr(not(feature = "pmix"), allow(dead_code))]
+pub(crate) fn join_tree(
+    info: &LaunchInfo,
+    me: Endpoint,
+    parent_endpoint: impl FnOnce(u32) -> Result<Endpoint>,
+    control: &TcpListener,
+    tree: Tree,
+    deadline: Instant,
+) -> Result<Start> {
+    let n = info.size as usize;
+    let mut table: Vec<Option<Endpoint>> = vec![None; n];
+    let mut conns: StarConnections = Vec::with_capacity(1 + tree.children(info.rank).len());
+    if let Some(parent) = tree.parent(info.rank) {
+        let p = parent_endpoint(parent)?;
+        if p.rank != parent {
+            return Err(Error::Bootstrap(format!(
+                "asked for rank {parent}'s endpoint, got rank {}'s",
+                p.rank
+            )));
+        }
+        conns.push((parent, connect_parent(info, &me, &p, deadline)?));
+        table[parent as usize] = Some(p);
+    }
+    table[info.rank as usize] = Some(me);
+    accept_children(info, control, tree, deadline, &mut table, &mut conns)?;
+    Ok(Start {
+        table,
+        whole: false,
+        tree: conns,
+        directory: None,
+    })
 }
 
 /// How a blocking read on a start-up connection failed.
@@ -923,6 +1063,20 @@ impl DirectoryServer {
         send_msg(&mut s, &found)?;
         self.traffic.add(&s);
         Ok(())
+    }
+}
+
+/// Where a rank finds the endpoints it did not learn at start-up: rank
+/// 0's directory under our own rendezvous ([`Directory`]), the PMIx
+/// server under the PMIx bootstrap (`net::pmix::PmixEndpoints`).
+pub(crate) trait EndpointSource: Send + Sync + std::fmt::Debug {
+    /// The endpoints of `ranks`, in that order, within `timeout`.
+    fn lookup(&self, ranks: &[u32], timeout: Duration) -> Result<Vec<Endpoint>>;
+}
+
+impl EndpointSource for Directory {
+    fn lookup(&self, ranks: &[u32], timeout: Duration) -> Result<Vec<Endpoint>> {
+        Directory::lookup(self, ranks, timeout)
     }
 }
 
@@ -1315,6 +1469,7 @@ mod tests {
             rendezvous: Some(addr),
             rendezvous_fd: None,
             job_key: key.clone(),
+            pmix_server: false,
         };
         let tree = Tree { size: n, fanout };
         let peers: Vec<std::thread::JoinHandle<()>> = (0..threads)
@@ -1382,6 +1537,100 @@ mod tests {
             traffic.sent.load(Relaxed),
             traffic.received.load(Relaxed),
         )
+    }
+
+    /// The PMIx path's tree (decision 0084) with a table standing in for
+    /// PMIx: `n` ranks as threads, each publishing its endpoint and taking
+    /// its parent's from the table once published, join the tree and pass
+    /// the start barrier; every rank holds its parent and children and no
+    /// more, and rank 0 connects to nobody.
+    #[test]
+    fn ranks_join_the_start_up_tree_through_their_parents_published_endpoints() {
+        use super::*;
+        use std::sync::{Arc, Condvar, Mutex};
+        let (n, fanout) = (40u32, 4u32);
+        let tree = Tree { size: n, fanout };
+        let published: Arc<(Mutex<Vec<Option<Endpoint>>>, Condvar)> =
+            Arc::new((Mutex::new(vec![None; n as usize]), Condvar::new()));
+        let ranks: Vec<std::thread::JoinHandle<Vec<u32>>> = (0..n)
+            .map(|rank| {
+                let published = published.clone();
+                std::thread::spawn(move || {
+                    let info = LaunchInfo {
+                        launcher: gaspi_launch::Launcher::Pmix,
+                        rank,
+                        size: n,
+                        local_rank: rank,
+                        local_size: n,
+                        rendezvous: None,
+                        rendezvous_fd: None,
+                        job_key: b"tree-key".to_vec(),
+                        pmix_server: true,
+                    };
+                    let (control, addr) = control_listener_for(&info).unwrap();
+                    assert!(addr.ip().is_loopback(), "one host: {addr}");
+                    let system = crate::segments::LocalSegment::alloc_host(
+                        crate::model::ids::SegId(255),
+                        4096,
+                        64,
+                        Duration::ZERO,
+                    )
+                    .unwrap();
+                    let me = Endpoint {
+                        rank,
+                        host: HostId::current().unwrap(),
+                        hostname: "node".into(),
+                        pid: rank,
+                        control: addr,
+                        system: system.descriptor.clone(),
+                        transports: Vec::new(),
+                    };
+                    {
+                        let (table, cv) = &*published;
+                        table.lock().unwrap()[rank as usize] = Some(me.clone());
+                        cv.notify_all();
+                    }
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    let parent_endpoint = |p: u32| -> Result<Endpoint> {
+                        let (table, cv) = &*published;
+                        let mut t = table.lock().unwrap();
+                        loop {
+                            if let Some(ep) = &t[p as usize] {
+                                return Ok(ep.clone());
+                            }
+                            t = cv.wait(t).unwrap();
+                        }
+                    };
+                    let mut start =
+                        join_tree(&info, me, parent_endpoint, &control, tree, deadline).unwrap();
+                    assert!(!start.whole && start.directory.is_none());
+                    finish_start(&info, &mut start.tree, Ok(()), deadline).unwrap();
+                    let known: Vec<u32> = (0..n)
+                        .filter(|&r| start.table[r as usize].is_some())
+                        .collect();
+                    let mut held: Vec<u32> = start.tree.iter().map(|(r, _)| *r).collect();
+                    held.sort_unstable();
+                    let mut want: Vec<u32> = tree
+                        .parent(rank)
+                        .into_iter()
+                        .chain(tree.children(rank))
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(held, want, "rank {rank}'s start-up connections");
+                    known
+                })
+            })
+            .collect();
+        for (rank, t) in ranks.into_iter().enumerate() {
+            let known = t.join().unwrap();
+            let rank = rank as u32;
+            let mut want: Vec<u32> = std::iter::once(rank)
+                .chain(tree.parent(rank))
+                .chain(tree.children(rank))
+                .collect();
+            want.sort_unstable();
+            assert_eq!(known, want, "rank {rank} knows its tree neighbours only");
+        }
     }
 
     #[test]

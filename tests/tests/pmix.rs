@@ -1,0 +1,169 @@
+//! The PMIx bootstrap under a real PMIx server: Open MPI's `mpirun` (its
+//! daemon runs one) starts ranks of the test program, which write and
+//! notify between every pair and check the data. In a build with the
+//! feature `gaspi/pmix` every rank's start-up line must name the PMIx
+//! bootstrap; in a build without it, the ranks must still start (from
+//! Open MPI's variables, our own rendezvous) and the line must say that a
+//! PMIx server was there but this build has no PMIx bootstrap (decision
+//! 0084). `srun --mpi=pmix` is in `slurm.rs`, two hosts in
+//! `ssh_launch.rs`. Skipped with a printed reason without Open MPI.
+
+use gaspi_tests::{clean_env, rank_bin, shm_files, skip, Outcome, Running};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// What every rank's start-up line must say about the bootstrap, and the
+/// launcher name `--expect-launcher` takes, for this build.
+pub fn expected_bootstrap() -> (&'static str, &'static str) {
+    match gaspi_launch::PMIX_BUILT {
+        true => (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        ),
+        false => (
+            "a PMIx server started this process, but this build has no PMIx bootstrap",
+            "open-mpi",
+        ),
+    }
+}
+
+/// `mpirun -n N PROGRAM ARGS` on this host, as root, oversubscribed.
+fn mpirun(n: u32, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new("/usr/bin/mpirun");
+    clean_env(&mut cmd);
+    cmd.env("GASPI_LOG", "info")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .args(["-n", &n.to_string()])
+        .args(["-x", "GASPI_LOG", "-x", gaspi_tests::TAG_VAR]);
+    for (k, v) in env {
+        cmd.env(k, v).args(["-x", k]);
+    }
+    cmd.arg(rank_bin!()).args(args);
+    cmd
+}
+
+fn lines_with(out: &Outcome, needle: &str) -> usize {
+    out.stderr.lines().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn mpirun_starts_ranks_through_pmix_that_write_to_every_rank() {
+    let name = "mpirun_starts_ranks_through_pmix_that_write_to_every_rank";
+    if !Path::new("/usr/bin/mpirun").exists() {
+        return skip(
+            name,
+            "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
+        );
+    }
+    let (says, launcher) = expected_bootstrap();
+    if !gaspi_launch::PMIX_BUILT {
+        eprintln!(
+            "{name}: this build has no feature gaspi/pmix: checking the fallback to Open MPI's \
+             variables"
+        );
+    }
+    let before = shm_files();
+    let n = 6;
+    let tag = gaspi_tests::fresh_tag();
+    let out = Running::spawn(
+        mpirun(
+            n,
+            &[
+                "ring",
+                "--rounds",
+                "5",
+                "--expect-size",
+                &n.to_string(),
+                "--expect-launcher",
+                launcher,
+            ],
+            &[],
+        ),
+        &tag,
+    )
+    .finish(Duration::from_secs(120));
+    out.assert_success();
+    for r in 0..n {
+        assert_eq!(
+            out.stdout_lines_with(&format!("ok ring of 5 rounds, rank {r} of {n}")),
+            1,
+            "{}",
+            out.dump()
+        );
+    }
+    assert_eq!(
+        lines_with(&out, says),
+        n as usize,
+        "every rank's start-up line must say {says:?}:\n{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+
+    // Every rank writes checked blocks to every other (each endpoint
+    // fetched on first use) and reads them back.
+    let tag = gaspi_tests::fresh_tag();
+    let out = Running::spawn(mpirun(n, &["all-to-all", "--rounds", "2"], &[]), &tag)
+        .finish(Duration::from_secs(120));
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("ok all-to-all"),
+        n as usize,
+        "{}",
+        out.dump()
+    );
+    assert_eq!(lines_with(&out, says), n as usize, "{}", out.dump());
+    out.assert_nothing_left(&before);
+}
+
+#[test]
+fn gaspi_bootstrap_own_under_mpirun_uses_our_rendezvous_and_says_why() {
+    let name = "gaspi_bootstrap_own_under_mpirun_uses_our_rendezvous_and_says_why";
+    if !Path::new("/usr/bin/mpirun").exists() {
+        return skip(
+            name,
+            "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
+        );
+    }
+    let before = shm_files();
+    let keys = gaspi_tests::TempDir::new("pmix-own");
+    let key = keys.path().join("job.key");
+    let key = key.to_string_lossy();
+    let n = 3;
+    let tag = gaspi_tests::fresh_tag();
+    let out = Running::spawn(
+        mpirun(
+            n,
+            &[
+                "ring",
+                "--rounds",
+                "3",
+                "--expect-size",
+                &n.to_string(),
+                "--expect-launcher",
+                "open-mpi",
+            ],
+            &[("GASPI_BOOTSTRAP", "own"), ("GASPI_KEY_FILE", &key)],
+        ),
+        &tag,
+    )
+    .finish(Duration::from_secs(120));
+    out.assert_success();
+    let why = match gaspi_launch::PMIX_BUILT {
+        true => "a PMIx server started this process, but GASPI_BOOTSTRAP=own",
+        false => "a PMIx server started this process, but this build has no PMIx bootstrap",
+    };
+    assert_eq!(lines_with(&out, why), n as usize, "{}", out.dump());
+    assert_eq!(
+        lines_with(&out, "bootstrap gaspi rendezvous"),
+        n as usize,
+        "{}",
+        out.dump()
+    );
+    out.assert_nothing_left(&before);
+}
