@@ -25,7 +25,7 @@
 #                 target/release)
 # DESTDIR, as for make install, is put in front of every installed path (the
 # pkg-config and libtool files still name PREFIX). Needs a C compiler (cc, or
-# $CC) and nm, which link the -dbg and -stats libraries.
+# $CC), nm and readelf, which link the -dbg and -stats libraries.
 #
 # Then: cc app.c $(pkg-config --cflags --libs GPI2) -o app (with
 # PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix pkg-config does not
@@ -64,7 +64,7 @@ for f in libGPI2.so libGPI2.a gaspi-run gaspi_run gaspi_cleanup gaspi_logger; do
     [ -e "$from/$f" ] || { echo "install.sh: no $from/$f (build first, or drop --no-build)" >&2; exit 1; }
 done
 cc=${CC:-cc}
-for tool in "$cc" nm; do
+for tool in "$cc" nm readelf; do
     command -v "$tool" >/dev/null || { echo "install.sh: needs $tool (links libGPI2-dbg and libGPI2-stats)" >&2; exit 1; }
 done
 
@@ -79,6 +79,15 @@ trap 'rm -rf "$work"' EXIT
 # Static links need these system libraries after libGPI2.a (pkg-config's
 # Libs.private, libtool's dependency_libs).
 private_libs="-ldl -lgcc_s -lutil -lrt -lpthread -lm -lc"
+# And those of the build's network transports (libfabric with --features
+# gaspi/libfabric; libibverbs and librdmacm with gaspi/verbs), read from
+# libGPI2.so's own NEEDED entries: without them the -dbg and -stats links
+# below leave fi_* / ibv_* undefined (decision 0062).
+for needed in $(readelf -d "$from/libGPI2.so" | sed -n 's/.*(NEEDED).*\[lib\([^].]*\)\.so.*/\1/p'); do
+    case " $private_libs " in *" -l$needed "*) continue ;; esac
+    case $needed in ld-linux*) continue ;; esac
+    private_libs="-l$needed $private_libs"
+done
 
 # libtool's description of an installed library (libNAME.la), for builds
 # that link through libtool. libtool accepts a file whose first lines say it

@@ -65,19 +65,50 @@ pub fn gaspi_run(rank_bin: &Path) -> PathBuf {
 /// Example `name` of the `gaspi-examples` package, built like
 /// [`gaspi_run`] into the same target directory and profile as `rank_bin`.
 pub fn example_bin(rank_bin: &Path, name: &str) -> PathBuf {
-    build_target(
-        rank_bin,
-        &["-p", "gaspi-examples", "--example", name],
-        &format!("examples/{name}"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    let mut what = vec!["-p", "gaspi-examples", "--example", name];
+    let features = network_features();
+    what.extend(features.iter().map(String::as_str));
+    build_target(rank_bin, &what, &format!("examples/{name}")).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `libGPI2.so` of the `gaspi-capi` package (the GPI-2 compatible C
 /// interface), built like [`gaspi_run`] into the same target directory and
-/// profile as `rank_bin`.
+/// profile as `rank_bin`, with the network transports of this build.
 pub fn capi_library(rank_bin: &Path) -> PathBuf {
-    build_target(rank_bin, &["-p", "gaspi-capi"], "libGPI2.so").unwrap_or_else(|e| panic!("{e}"))
+    let mut what = vec!["-p", "gaspi-capi"];
+    let features = network_features();
+    what.extend(features.iter().map(String::as_str));
+    build_target(rank_bin, &what, "libGPI2.so").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Cargo arguments that give a package depending on `gaspi` the network
+/// transports of the `gaspi` this test is built with (`--features
+/// gaspi/libfabric` in a `--features gaspi/libfabric` build; none in the
+/// default build). Without them a library or example built for a test of
+/// a libfabric-only build would be the default build's, and the test
+/// would pass without ever running that build's code.
+pub fn network_features() -> Vec<String> {
+    let features: Vec<String> = gaspi::network_transports()
+        .map(|name| format!("gaspi/{name}"))
+        .collect();
+    match features.is_empty() {
+        true => Vec::new(),
+        false => vec!["--features".into(), features.join(",")],
+    }
+}
+
+/// Whether this build has the network transport `name` (`verbs`,
+/// `libfabric`); where it does not, says so in a `SKIPPED` line for
+/// `test` (see [`skip`]) and returns `false`.
+pub fn built_with(test: &str, name: &str) -> bool {
+    if gaspi::network_transports().any(|n| n == name) {
+        return true;
+    }
+    skip(
+        test,
+        &format!("this build has no {name} transport (build with --features gaspi/{name})"),
+    );
+    false
 }
 
 /// Compiles the C or C++ program `source` with `compiler` (and language

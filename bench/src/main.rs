@@ -421,14 +421,14 @@ impl PingPong {
     }
 }
 
-fn write_bw(
-    g: &Gaspi,
-    sizes: &[u64],
-    quick: bool,
-) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
-    const WINDOW: u64 = 16;
-    let me = g.rank();
-    let peer = Rank(1 - me.0);
+/// Requests per timed window of the two-rank bandwidth runs (`write-bw`,
+/// `read-bw`).
+const BW_WINDOW: u64 = 16;
+
+/// The segment of the two-rank bandwidth runs, created on both ranks:
+/// the largest of `sizes` arrives at offset 0 and leaves from
+/// [`send_at`]; returns that largest size.
+fn bw_segment(g: &Gaspi, sizes: &[u64]) -> Result<u64, gaspi::Error> {
     let max = sizes.iter().copied().max().unwrap_or(4096);
     g.segment_create(
         SEG,
@@ -437,6 +437,38 @@ fn write_bw(
         Group::ALL,
         Timeout::Block,
     )?;
+    Ok(max)
+}
+
+/// Windows timed per size in the bandwidth runs (after one untimed
+/// warm-up window).
+fn bw_windows(size: u64, quick: bool) -> u64 {
+    (iters_for(size, quick) / BW_WINDOW).max(SAMPLES / 4)
+}
+
+/// Posts `n` requests with `post` on queue 0, then waits for them all:
+/// the microseconds per request, from the first post to the wait's return.
+fn timed_window(
+    g: &Gaspi,
+    n: u64,
+    mut post: impl FnMut() -> Result<(), gaspi::Error>,
+) -> Result<f64, gaspi::Error> {
+    let t = Instant::now();
+    for _ in 0..n {
+        post()?;
+    }
+    g.wait(Queue(0), Timeout::Block)?;
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
+
+fn write_bw(
+    g: &Gaspi,
+    sizes: &[u64],
+    quick: bool,
+) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
+    let me = g.rank();
+    let peer = Rank(1 - me.0);
+    let max = bw_segment(g, sizes)?;
     let mut out = Vec::new();
     for &size in sizes {
         let copy_us = if me.0 == 0 {
@@ -444,24 +476,21 @@ fn write_bw(
         } else {
             0.0
         };
-        let windows = (iters_for(size, quick) / WINDOW).max(SAMPLES / 4);
+        let windows = bw_windows(size, quick);
         g.barrier(Group::ALL, Timeout::Block)?;
         if me.0 == 0 {
+            let write = || g.write(SEG, send_at(max), peer, SEG, 0, size, Queue(0));
             let mut samples = Samples::with_capacity(windows as usize);
             for w in 0..=windows {
-                let t = Instant::now();
-                for _ in 0..WINDOW {
-                    g.write(SEG, send_at(max), peer, SEG, 0, size, Queue(0))?;
-                }
-                g.wait(Queue(0), Timeout::Block)?;
+                let us = timed_window(g, BW_WINDOW, write)?;
                 if w > 0 {
-                    samples.push(t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64);
+                    samples.push(us);
                 }
             }
             let mut r = Record::new("write-bw", 2).with_samples(&samples);
             r.transport = Some(g.transport(peer)?.into());
             r.size = Some(size);
-            r.iters = Some(windows * WINDOW);
+            r.iters = Some(windows * BW_WINDOW);
             r.gbps = Some(size as f64 / (samples.median() * 1e3));
             if r.transport.as_deref() == Some("tcp") {
                 out.push(r); // its floor follows, with the peer
@@ -499,46 +528,23 @@ fn read_bw(
     sizes: &[u64],
     quick: bool,
 ) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
-    const WINDOW: u64 = 16;
     let me = g.rank();
     let peer = Rank(1 - me.0);
-    let max = sizes.iter().copied().max().unwrap_or(4096);
-    g.segment_create(
-        SEG,
-        send_at(max) + max,
-        Memory::Host,
-        Group::ALL,
-        Timeout::Block,
-    )?;
+    let max = bw_segment(g, sizes)?;
     let mut out = Vec::new();
     for &size in sizes {
-        let windows = (iters_for(size, quick) / WINDOW).max(SAMPLES / 4);
+        let windows = bw_windows(size, quick);
         g.barrier(Group::ALL, Timeout::Block)?;
         if me.0 == 0 {
-            let q = Queue(0);
+            let write = || g.write(SEG, send_at(max), peer, SEG, 0, size, Queue(0));
+            let read = || g.read(SEG, send_at(max), peer, SEG, 0, size, Queue(0));
             let (mut wbw, mut rbw) = (Samples::default(), Samples::default());
             let (mut w1, mut r1) = (Samples::default(), Samples::default());
             for w in 0..=windows {
-                let t = Instant::now();
-                for _ in 0..WINDOW {
-                    g.write(SEG, send_at(max), peer, SEG, 0, size, q)?;
-                }
-                g.wait(q, Timeout::Block)?;
-                let tw = t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64;
-                let t = Instant::now();
-                for _ in 0..WINDOW {
-                    g.read(SEG, send_at(max), peer, SEG, 0, size, q)?;
-                }
-                g.wait(q, Timeout::Block)?;
-                let tr = t.elapsed().as_secs_f64() * 1e6 / WINDOW as f64;
-                let t = Instant::now();
-                g.write(SEG, send_at(max), peer, SEG, 0, size, q)?;
-                g.wait(q, Timeout::Block)?;
-                let ow = t.elapsed().as_secs_f64() * 1e6;
-                let t = Instant::now();
-                g.read(SEG, send_at(max), peer, SEG, 0, size, q)?;
-                g.wait(q, Timeout::Block)?;
-                let or = t.elapsed().as_secs_f64() * 1e6;
+                let tw = timed_window(g, BW_WINDOW, write)?;
+                let tr = timed_window(g, BW_WINDOW, read)?;
+                let ow = timed_window(g, 1, write)?;
+                let or = timed_window(g, 1, read)?;
                 if w > 0 {
                     wbw.push(tw);
                     rbw.push(tr);
@@ -550,7 +556,7 @@ fn read_bw(
             let mut r = Record::new("read-bw", 2).with_samples(&rbw);
             r.transport = Some(transport.into());
             r.size = Some(size);
-            r.iters = Some(windows * WINDOW);
+            r.iters = Some(windows * BW_WINDOW);
             r.gbps = Some(size as f64 / (rbw.median() * 1e3));
             r.ref_name = Some("write-bw, same run".into());
             r.ref_gbps = Some(size as f64 / (wbw.median() * 1e3));

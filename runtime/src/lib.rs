@@ -90,3 +90,11 @@ pub use model::ids::{Group, Memory, NotifyId, Queue, Rank, RankState, SegId, Tim
 pub use model::stats::Statistics;
 pub use passive::PASSIVE_MAX;
 pub use segments::Segment;
+
+/// The network transports of this build (its cargo features `verbs` and
+/// `libfabric`), preferred first: the names `GASPI_TRANSPORT` takes besides
+/// `auto` and `tcp`, each also the name of the feature that builds it.
+/// Empty in a build with neither.
+pub fn network_transports() -> impl Iterator<Item = &'static str> {
+    transport::registry::NETWORK.iter().map(|(name, _)| *name)
+}

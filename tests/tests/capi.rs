@@ -3,7 +3,7 @@
 //! against `GASPI.h` and `libGPI2.so`, then run under `gaspi-run` with 2
 //! and 4 ranks, as a GPI-2 user would run them.
 
-use gaspi_tests::{capi_library, compile_c, gaspi_run, rank_bin, skip, Job, TempDir};
+use gaspi_tests::{built_with, capi_library, compile_c, gaspi_run, rank_bin, skip, Job, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -263,6 +263,55 @@ fn every_call_family_works_with_2_ranks() {
 #[test]
 fn every_call_family_works_with_4_ranks() {
     run_checked("families_4", "families", 4, "every family checked");
+}
+
+/// The C interface over the libfabric transport's `tcp;ofi_rxm` provider,
+/// every rank reaching every other over it (`GASPI_TRANSPORT=libfabric`):
+/// the call families and the write-notify ring pass as over shared
+/// memory, and each rank's start-up line says libfabric carried them.
+/// Runs in a build with `--features gaspi/libfabric` (the library is
+/// built with the test's own transports) where the provider is offered;
+/// elsewhere skipped with the reason printed.
+#[test]
+fn the_c_interface_runs_over_libfabric() {
+    let test = "capi_over_libfabric";
+    if !built_with(test, "libfabric") {
+        return;
+    }
+    let Some(p) = programs() else {
+        return skip(test, "no C compiler (cc) on this machine");
+    };
+    for (program, ranks, needle) in [
+        ("families", 2, "every family checked"),
+        ("pingpong", 3, "200 rounds checked"),
+    ] {
+        let out = Job::new(&p.get(program), ranks)
+            .env("GASPI_TRANSPORT", "libfabric")
+            .env("GASPI_NET_PROVIDER", "tcp;ofi_rxm")
+            .env("GASPI_LOG", "info")
+            .run();
+        if let Some(line) = out
+            .stderr
+            .lines()
+            .find(|l| l.contains("no libfabric provider"))
+        {
+            return skip(test, line.trim());
+        }
+        out.assert_success();
+        assert_eq!(
+            out.stdout_lines_with(needle),
+            ranks as usize,
+            "{program}: {}",
+            out.dump()
+        );
+        let line = format!("tcp to 0 ranks, libfabric to {} ranks", ranks - 1);
+        assert_eq!(
+            out.stderr.matches(&line).count(),
+            ranks as usize,
+            "{program}: not every rank used libfabric:\n{}",
+            out.dump()
+        );
+    }
 }
 
 #[test]

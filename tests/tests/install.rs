@@ -352,6 +352,38 @@ fn install_sh_installs_every_file_gpi2_1_6_installs() {
     assert!(main.contains("gaspi_proc_init") && main.contains("pgaspi_write_notify"));
     assert_eq!(exports("libGPI2-dbg.so"), main);
     assert_eq!(exports("libGPI2-stats.so"), main);
+    // And need every library libGPI2.so needs (a libfabric or verbs
+    // build's too), which the .la files give static links: else the
+    // -dbg and -stats links leave fi_* / ibv_* undefined.
+    if have("readelf") {
+        let needed = |lib: &str| {
+            let mut readelf = Command::new("readelf");
+            readelf.arg("-d").arg(l.join(lib));
+            ok(readelf)
+                .lines()
+                .filter(|line| line.contains("(NEEDED)"))
+                .filter_map(|line| Some(line.split_once('[')?.1.split_once(']')?.0.to_string()))
+                .collect::<BTreeSet<_>>()
+        };
+        let main = needed("libGPI2.so");
+        for name in ["GPI2-dbg", "GPI2-stats"] {
+            let lib = format!("lib{name}.so");
+            let theirs = needed(&lib);
+            assert!(
+                main.is_subset(&theirs),
+                "{lib} needs {theirs:?}, libGPI2.so {main:?}"
+            );
+            let la =
+                std::fs::read_to_string(l.join(format!("lib{name}.la"))).expect("the .la file");
+            for soname in main.iter().filter(|n| !n.starts_with("ld-linux")) {
+                let flag = soname
+                    .split_once(".so")
+                    .map_or(soname.as_str(), |(stem, _)| stem);
+                let flag = format!("-l{}", flag.trim_start_matches("lib"));
+                assert!(la.contains(&flag), "{name}.la names no {flag}: {la}");
+            }
+        }
+    }
 
     // GPI2_VERSION.h: GPI-2's version macros, 1.6.0.
     let version =

@@ -101,7 +101,11 @@ fn a_hundred_ranks_on_two_cores_start_and_end_cleanly() {
 }
 
 /// Ranks of a 3-rank job started by hand (the environment another launcher
-/// gives), with `key` and a short init timeout.
+/// gives), with `key` and a short init timeout. Over TCP alone: under
+/// `auto` a build with a network transport opens it before the rendezvous
+/// (libfabric's `tcp;ofi_rxm` in a libfabric-only build), inside the same
+/// 1.5 s, which a loaded machine once spent whole before rank 0 began
+/// waiting (decision 0062).
 fn hand_started(ranks: &[(u32, &str)], port: u16, tag: &str) -> Vec<Outcome> {
     let cmds = ranks
         .iter()
@@ -113,6 +117,7 @@ fn hand_started(ranks: &[(u32, &str)], port: u16, tag: &str) -> Vec<Outcome> {
                 .env("GASPI_RENDEZVOUS", format!("127.0.0.1:{port}"))
                 .env("GASPI_JOB_KEY", key)
                 .env("GASPI_INIT_TIMEOUT_MS", "1500")
+                .env("GASPI_TRANSPORT", "tcp")
                 .args(["init-term"]);
             cmd
         })
