@@ -97,6 +97,25 @@ pub fn network_features() -> Vec<String> {
     }
 }
 
+/// Under a PMIx server (mpirun, srun --mpi=pmix): what every rank's
+/// start-up line says about its bootstrap, and the launcher name the test
+/// program's `--expect-launcher` takes. The PMIx bootstrap in a build with
+/// the feature `gaspi/pmix`; without it the ranks fall back to
+/// `fallback`'s variables and say why (decision 0084).
+pub fn pmix_expectation(fallback: &'static str) -> (&'static str, &'static str) {
+    if gaspi_launch::PMIX_BUILT {
+        (
+            "bootstrap PMIx (endpoints on first use with PMIx_Get",
+            "pmix",
+        )
+    } else {
+        (
+            "a PMIx server started this process, but this build has no PMIx bootstrap",
+            fallback,
+        )
+    }
+}
+
 /// Whether this build has the network transport `name` (`verbs`,
 /// `libfabric`); where it does not, says so in a `SKIPPED` line for
 /// `test` (see [`skip`]) and returns `false`.
@@ -356,6 +375,23 @@ impl Outcome {
     /// Panics unless stdout has a line containing `needle`, counting them.
     pub fn stdout_lines_with(&self, needle: &str) -> usize {
         self.stdout.lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// Stderr lines containing `needle` (the ranks' log lines).
+    pub fn stderr_lines_with(&self, needle: &str) -> usize {
+        self.stderr.lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// Panics unless `ranks` start-up lines say `says` (one per rank):
+    /// which bootstrap each rank used ([`pmix_expectation`]).
+    pub fn assert_every_rank_says(&self, ranks: usize, says: &str) -> &Self {
+        assert_eq!(
+            self.stderr_lines_with(says),
+            ranks,
+            "every rank's start-up line must say {says:?}:\n{}",
+            self.dump()
+        );
+        self
     }
 
     /// Panics if a process of the job or a gaspi file in /dev/shm that was

@@ -8,25 +8,10 @@
 //! 0084). `srun --mpi=pmix` is in `slurm.rs`, two hosts in
 //! `ssh_launch.rs`. Skipped with a printed reason without Open MPI.
 
-use gaspi_tests::{clean_env, rank_bin, shm_files, skip, Outcome, Running};
+use gaspi_tests::{clean_env, pmix_expectation, rank_bin, shm_files, skip, Running};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-/// What every rank's start-up line must say about the bootstrap, and the
-/// launcher name `--expect-launcher` takes, for this build.
-pub fn expected_bootstrap() -> (&'static str, &'static str) {
-    match gaspi_launch::PMIX_BUILT {
-        true => (
-            "bootstrap PMIx (endpoints on first use with PMIx_Get",
-            "pmix",
-        ),
-        false => (
-            "a PMIx server started this process, but this build has no PMIx bootstrap",
-            "open-mpi",
-        ),
-    }
-}
 
 /// `mpirun -n N PROGRAM ARGS` on this host, as root, oversubscribed.
 fn mpirun(n: u32, args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -48,10 +33,6 @@ fn mpirun(n: u32, args: &[&str], env: &[(&str, &str)]) -> Command {
     cmd
 }
 
-fn lines_with(out: &Outcome, needle: &str) -> usize {
-    out.stderr.lines().filter(|l| l.contains(needle)).count()
-}
-
 #[test]
 fn mpirun_starts_ranks_through_pmix_that_write_to_every_rank() {
     let name = "mpirun_starts_ranks_through_pmix_that_write_to_every_rank";
@@ -61,7 +42,7 @@ fn mpirun_starts_ranks_through_pmix_that_write_to_every_rank() {
             "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
         );
     }
-    let (says, launcher) = expected_bootstrap();
+    let (says, launcher) = pmix_expectation("open-mpi");
     if !gaspi_launch::PMIX_BUILT {
         eprintln!(
             "{name}: this build has no feature gaspi/pmix: checking the fallback to Open MPI's \
@@ -97,12 +78,7 @@ fn mpirun_starts_ranks_through_pmix_that_write_to_every_rank() {
             out.dump()
         );
     }
-    assert_eq!(
-        lines_with(&out, says),
-        n as usize,
-        "every rank's start-up line must say {says:?}:\n{}",
-        out.dump()
-    );
+    out.assert_every_rank_says(n as usize, says);
     out.assert_nothing_left(&before);
 
     // Every rank writes checked blocks to every other (each endpoint
@@ -117,7 +93,7 @@ fn mpirun_starts_ranks_through_pmix_that_write_to_every_rank() {
         "{}",
         out.dump()
     );
-    assert_eq!(lines_with(&out, says), n as usize, "{}", out.dump());
+    out.assert_every_rank_says(n as usize, says);
     out.assert_nothing_left(&before);
 }
 
@@ -158,9 +134,9 @@ fn gaspi_bootstrap_own_under_mpirun_uses_our_rendezvous_and_says_why() {
         true => "a PMIx server started this process, but GASPI_BOOTSTRAP=own",
         false => "a PMIx server started this process, but this build has no PMIx bootstrap",
     };
-    assert_eq!(lines_with(&out, why), n as usize, "{}", out.dump());
+    assert_eq!(out.stderr_lines_with(why), n as usize, "{}", out.dump());
     assert_eq!(
-        lines_with(&out, "bootstrap gaspi rendezvous"),
+        out.stderr_lines_with("bootstrap gaspi rendezvous"),
         n as usize,
         "{}",
         out.dump()

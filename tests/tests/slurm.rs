@@ -225,16 +225,7 @@ fn srun_mpi_pmix(
             &format!("Slurm has no PMIx plugin (srun --mpi=list: {plugins:?})"),
         );
     }
-    let (says, launcher) = match gaspi_launch::PMIX_BUILT {
-        true => (
-            "bootstrap PMIx (endpoints on first use with PMIx_Get",
-            "pmix",
-        ),
-        false => (
-            "a PMIx server started this process, but this build has no PMIx bootstrap",
-            "slurm",
-        ),
-    };
+    let (says, launcher) = gaspi_tests::pmix_expectation("slurm");
     for args in [
         &[
             "ring",
@@ -263,13 +254,7 @@ fn srun_mpi_pmix(
             _ => "ok all-to-all",
         };
         assert_eq!(out.stdout_lines_with(ok), 4, "{}", out.dump());
-        let named = out.stderr.lines().filter(|l| l.contains(says)).count();
-        assert_eq!(
-            named,
-            4,
-            "every rank's start-up line must say {says:?}:\n{}",
-            out.dump()
-        );
+        out.assert_every_rank_says(4, says);
         out.assert_nothing_left(before);
     }
 }

@@ -294,16 +294,7 @@ fn mpirun_across_two_hosts_starts_ranks_through_pmix() {
     let Some(c) = cluster(name) else {
         return;
     };
-    let (says, launcher) = match gaspi_launch::PMIX_BUILT {
-        true => (
-            "bootstrap PMIx (endpoints on first use with PMIx_Get",
-            "pmix",
-        ),
-        false => (
-            "a PMIx server started this process, but this build has no PMIx bootstrap",
-            "open-mpi",
-        ),
-    };
+    let (says, launcher) = gaspi_tests::pmix_expectation("open-mpi");
     let before = shm_files();
     let keys = TempDir::new("ompi-pmix-key");
     let (a, b) = (c.hosts.addrs[0], c.hosts.addrs[1]);
@@ -341,13 +332,7 @@ fn mpirun_across_two_hosts_starts_ranks_through_pmix() {
             _ => "ok all-to-all",
         };
         assert_eq!(out.stdout_lines_with(ok), 4, "{}", out.dump());
-        let named = out.stderr.lines().filter(|l| l.contains(says)).count();
-        assert_eq!(
-            named,
-            4,
-            "every rank's start-up line must say {says:?}:\n{}",
-            out.dump()
-        );
+        out.assert_every_rank_says(4, says);
         out.assert_nothing_left(&before);
     }
 }
