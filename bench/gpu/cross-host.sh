@@ -41,7 +41,22 @@ export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | paste -sd';') cores=$(nproc)"
 cleanup() { for n in ga gb gc; do ipc netns del $n 2>/dev/null; done; }
 cleanup
-ipc netns add ga || { echo "NETNS: ip netns add failed"; exit 0; }
+# One GPU: two ranks' kernels run side by side on it only under NVIDIA's
+# Multi-Process Service (otherwise in time slices): a private MPS daemon
+# for this run, stopped at the end; the GPU benchmarks then run with both
+# ranks on GPU 0 (GASPI_BENCH_SHARE_GPU=1) and NCCL is skipped.
+MPS=""
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+    CUDA_MPS_PIPE_DIRECTORY=$(mktemp -d) CUDA_MPS_LOG_DIRECTORY=$(mktemp -d)
+    export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    if nvidia-cuda-mps-control -d; then
+        MPS=1
+        export GASPI_BENCH_SHARE_GPU=1
+        echo "# one GPU: both ranks on GPU 0 under MPS"
+    fi
+fi
+stop_mps() { [ -z "$MPS" ] || { echo quit | nvidia-cuda-mps-control; sleep 1; }; }
+ipc netns add ga || { echo "NETNS: ip netns add failed"; stop_mps; exit 0; }
 ipc netns add gb; ipc netns add gc
 ipc link add va netns ga type veth peer name vb netns gb
 ipc link add vc0 netns ga type veth peer name vc netns gc
@@ -131,5 +146,6 @@ for run in $(seq "$RUNS"); do
     fi
 done
 cleanup
+stop_mps
 cp "$J" "$OUT/" 2>/dev/null
 python3 "$B/cross_host_table.py" "$J"

@@ -27,17 +27,39 @@ pub fn gpus(bench: &str) -> Result<u32, Vec<Record>> {
 
 /// Two GPUs, or a record saying why the benchmark is skipped: two
 /// processes on one GPU are time-sliced (no MPS), which measures the
-/// scheduler, not the transport.
+/// scheduler, not the transport. `GASPI_BENCH_SHARE_GPU=1` says the two
+/// ranks may share GPU 0 because NVIDIA's Multi-Process Service runs
+/// (`nvidia-cuda-mps-control -d`): then their kernels run side by side, as
+/// on two GPUs, and only the GPU's copy engines and memory are shared
+/// (what a one-GPU machine can say about transports between hosts).
 pub fn two_gpus(bench: &str) -> Result<u32, Vec<Record>> {
     let n = gpus(bench)?;
     if n < 2 {
+        if n == 1 && std::env::var("GASPI_BENCH_SHARE_GPU").is_ok_and(|v| v == "1") {
+            return Ok(1);
+        }
         let mut r = Record::new(bench, 0);
         r.note = Some(format!(
-            "skipped: needs two GPUs (this host has {n}; two processes sharing one GPU are time-sliced)"
+            "skipped: needs two GPUs (this host has {n}; two processes sharing one GPU are \
+             time-sliced unless MPS runs: then set GASPI_BENCH_SHARE_GPU=1)"
         ));
         return Err(vec![r]);
     }
     Ok(n)
+}
+
+/// The device contexts' options: the runtime's defaults, but for
+/// `GASPI_BENCH_RING_INLINE_MAX` (bytes a write to another host may carry
+/// in the request ring, decision 0089; 0 turns the inline path off, for an
+/// A/B of it in one build).
+fn device_context_options() -> Res<gaspi::gpu::DeviceContextOptions> {
+    let mut options = gaspi::gpu::DeviceContextOptions::default();
+    if let Ok(v) = std::env::var("GASPI_BENCH_RING_INLINE_MAX") {
+        options.ring_inline_max = v
+            .parse()
+            .map_err(|e| format!("GASPI_BENCH_RING_INLINE_MAX={v}: {e}"))?;
+    }
+    Ok(options)
 }
 
 /// The device-driven ping-pong's launch: one warp waits and copies; from
@@ -508,7 +530,7 @@ pub fn gpu_pingpong(
     let base_rounds: u32 = if quick { 500 } else { 5_000 };
     // The kernel side, only when asked for (see BENCHMARKS.md).
     let kernel_side = if device_driven {
-        let dctx = g.device_context(device)?;
+        let dctx = g.device_context_with(device, device_context_options()?)?;
         let cuda = dctx.gpu_context().cuda().clone();
         let module =
             gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;
@@ -527,7 +549,11 @@ pub fn gpu_pingpong(
     };
     let mut out = Vec::new();
     let placement = g.segment_notification_placement(SEG)?;
-    let note_pair = format!("ranks on GPUs 0 and {}; notifications {placement}", 1 % n);
+    let shared = if n == 1 { " (shared under MPS)" } else { "" };
+    let note_pair = format!(
+        "ranks on GPUs 0 and {}{shared}; notifications {placement}",
+        1 % n
+    );
     for &size in sizes {
         let rounds = pingpong_rounds(size, base_rounds);
         let reference = if me == 0 {
@@ -589,6 +615,7 @@ pub fn gpu_pingpong(
                 }
             };
             let kernel = &kernels[name];
+            let ring_before = dctx.ring_activity();
             // SAFETY: every gaspi_gpu_pingpong_* kernel takes (gaspi_device_ctx,
             // unsigned, unsigned, u64, u64, unsigned, unsigned, u64*) and is
             // launched with at most the threads of its __launch_bounds__; the
@@ -620,6 +647,22 @@ pub fn gpu_pingpong(
                     .map(|i| words[i].load(Ordering::Acquire) as f64 / 1e3 / 2.0)
                     .collect(),
             );
+            let ring = dctx.ring_activity();
+            let (served, inline) = (
+                ring.served - ring_before.served,
+                ring.inline - ring_before.inline,
+            );
+            let ring_note = if served > 0 {
+                let each = |d: std::time::Duration| d.as_secs_f64() * 1e6 / served as f64;
+                format!(
+                    "; ring: {served} requests, {inline} inline, {:.2} us issuing and {:.2} us \
+                     completing each",
+                    each(ring.issuing - ring_before.issuing),
+                    each(ring.completing - ring_before.completing)
+                )
+            } else {
+                String::new()
+            };
             let how = match style {
                 1 => {
                     "; one thread: gaspi_notify_wait_above + gaspi_write_notify_thread".to_string()
@@ -638,7 +681,7 @@ pub fn gpu_pingpong(
                     launch.block_dim.0
                 ),
             };
-            results.push((what, device, how));
+            results.push((what, device, how + &ring_note));
         }
         if me == 0 {
             for (what, s, how) in &results {
@@ -758,7 +801,7 @@ struct BwKernel {
 
 impl BwKernel {
     fn new(g: &Gaspi, device: u32) -> Res<BwKernel> {
-        let dctx = g.device_context(device)?;
+        let dctx = g.device_context_with(device, device_context_options()?)?;
         let cuda = dctx.gpu_context().cuda().clone();
         let module =
             gaspi::kernels::compile_and_load(&cuda, gaspi::kernels::ECHO_SOURCE, "echo.cu")?;

@@ -55,7 +55,13 @@ typedef unsigned long long gaspi_u64;
 #define GASPI_RING_OP_NOTIFY 2u
 #define GASPI_RING_OP_WRITE 3u
 #define GASPI_RING_MAGIC 0x47524e47u
-#define GASPI_RING_VERSION 1u
+#define GASPI_RING_VERSION 2u
+// Slot flag (ring.rs: FLAG_INLINE): the bytes are in the ticket's payload.
+#define GASPI_RING_FLAG_INLINE 1u
+// Descriptor flag (device_ctx.rs: SEGMENT_RING_INLINE): ring requests to
+// this segment cross a network transport; a write of at most
+// ctx.ring_inline_max bytes carries its bytes in the ring (decision 0089).
+#define GASPI_SEGMENT_RING_INLINE 1u
 
 // Value that stops the example kernels (device_ctx.rs: STOP_VALUE).
 #define GASPI_STOP_VALUE 0xffffffffu
@@ -71,7 +77,7 @@ struct gaspi_segment_desc {
     gaspi_u64 size;          // bytes
     gaspi_u64 notifications; // device-visible address of word 0; 0: not directly reachable
     gaspi_u32 notification_count; // 0: no such segment
-    gaspi_u32 flags;         // reserved
+    gaspi_u32 flags;         // GASPI_SEGMENT_RING_INLINE or 0
 };
 
 // Segment ids and ranks whose descriptors the kernel argument also holds
@@ -102,6 +108,9 @@ struct gaspi_device_ctx {
     // calls rely on it to refuse those ids without comparing them.
     gaspi_segment_desc inline_local[GASPI_INLINE_SEGMENTS];
     gaspi_segment_desc inline_remote[GASPI_INLINE_RANKS * GASPI_INLINE_SEGMENTS];
+    gaspi_u64 ring_payload;     // ring_capacity payloads of ring_inline_max bytes (host-mapped); 0: none
+    gaspi_u32 ring_inline_max;  // payload bytes per slot; 0: none
+    gaspi_u32 reserved;
 };
 
 // The ring header, in host-mapped memory (ring.rs: RingHeader).
@@ -114,7 +123,8 @@ struct alignas(128) gaspi_ring_header {
     gaspi_u32 slot_size;
     gaspi_u32 magic;
     gaspi_u32 version;
-    unsigned char pad2[112];
+    gaspi_u32 inline_max;      // payload bytes per slot after the slots; 0: none
+    unsigned char pad2[108];
 };
 
 // The producers' ticket counter and their shared view of the consumer's
@@ -138,7 +148,8 @@ struct alignas(64) gaspi_ring_slot {
     gaspi_u64 size;
     gaspi_u32 notification_id;
     gaspi_u32 value;
-    gaspi_u32 reserved[2];
+    gaspi_u32 flags;           // GASPI_RING_FLAG_INLINE or 0
+    gaspi_u32 reserved;
 };
 
 // Sizes are checked everywhere. Offsets need offsetof, which NVRTC lacks:
@@ -152,7 +163,7 @@ struct alignas(64) gaspi_ring_slot {
 #endif
 
 static_assert(sizeof(gaspi_segment_desc) == 32, "gaspi_segment_desc layout");
-static_assert(sizeof(gaspi_device_ctx) == 1200, "gaspi_device_ctx layout");
+static_assert(sizeof(gaspi_device_ctx) == 1216, "gaspi_device_ctx layout");
 static_assert(sizeof(gaspi_ring_header) == 384, "gaspi_ring_header layout");
 static_assert(sizeof(gaspi_ring_producer) == 128, "gaspi_ring_producer layout");
 static_assert(sizeof(gaspi_ring_slot) == 64, "gaspi_ring_slot layout");
@@ -171,9 +182,13 @@ GASPI_CHECK_OFFSET(gaspi_ring_slot, op, 8);
 GASPI_CHECK_OFFSET(gaspi_ring_slot, local_offset, 24);
 GASPI_CHECK_OFFSET(gaspi_ring_slot, size, 40);
 GASPI_CHECK_OFFSET(gaspi_ring_slot, notification_id, 48);
-GASPI_CHECK_OFFSET(gaspi_ring_slot, reserved, 56);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, flags, 56);
+GASPI_CHECK_OFFSET(gaspi_ring_slot, reserved, 60);
+GASPI_CHECK_OFFSET(gaspi_ring_header, inline_max, 272);
+GASPI_CHECK_OFFSET(gaspi_device_ctx, ring_payload, 1200);
+GASPI_CHECK_OFFSET(gaspi_device_ctx, ring_inline_max, 1208);
 
-#define GASPI_LAYOUT_FIELDS 16
+#define GASPI_LAYOUT_FIELDS 20
 
 // Writes the offsets of the shared structs' fields, in the order of
 // gaspi_gpu_kernels::LAYOUT_OFFSETS, to out[0..GASPI_LAYOUT_FIELDS].
@@ -199,6 +214,10 @@ __device__ inline void gaspi_layout_offsets(gaspi_u64* out) {
     out[13] = GASPI_OFF(s, reserved);
     out[14] = GASPI_OFF(c, inline_local);
     out[15] = GASPI_OFF(c, inline_remote);
+    out[16] = GASPI_OFF(h, inline_max);
+    out[17] = GASPI_OFF(s, flags);
+    out[18] = GASPI_OFF(c, ring_payload);
+    out[19] = GASPI_OFF(c, ring_inline_max);
 #undef GASPI_OFF
 }
 
@@ -478,18 +497,20 @@ __device__ inline void gaspi_notify_clear(const gaspi_device_ctx& ctx, gaspi_u32
 // The request ring (producer side).
 // ---------------------------------------------------------------------------
 
-// Posts one request; waits (polls) while the ring is full. Called by one
-// thread; lanes of a warp that post at the same time are aggregated: one
-// atomic reserves their tickets and one lane waits for room for all of them,
-// so 8,192 posting threads do not each poll the host-mapped tail across
-// PCIe. (Hence the ring needs at least 32 slots: ring.rs RING_MIN_CAPACITY.)
-__device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op, gaspi_u32 rank,
-                                      gaspi_u32 local_seg, gaspi_u64 local_off,
-                                      gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size,
-                                      gaspi_u32 id, gaspi_u32 value) {
-    if (ctx.ring == 0 || ctx.ring_producer == 0 || ctx.ring_capacity < 32u) return GASPI_DEV_ERR_NO_ROUTE;
+// Takes a ticket for one request; waits (polls) while the ring is full.
+// The caller must have checked that the context has a ring
+// (gaspi_ring_present). Called by one thread; lanes of a warp that post at
+// the same time are aggregated: one atomic reserves their tickets and one
+// lane waits for room for all of them, so 8,192 posting threads do not
+// each poll the host-mapped tail across PCIe. (Hence the ring needs at
+// least 32 slots: ring.rs RING_MIN_CAPACITY.) The slot (and its payload)
+// of the ticket is the caller's until gaspi_ring_publish.
+__device__ __forceinline__ bool gaspi_ring_present(const gaspi_device_ctx& ctx) {
+    return ctx.ring != 0 && ctx.ring_producer != 0 && ctx.ring_capacity >= 32u;
+}
+
+__device__ inline gaspi_u64 gaspi_ring_reserve(const gaspi_device_ctx& ctx) {
     gaspi_ring_header* header = reinterpret_cast<gaspi_ring_header*>(ctx.ring);
-    gaspi_ring_slot* slots = reinterpret_cast<gaspi_ring_slot*>(ctx.ring + sizeof(gaspi_ring_header));
     gaspi_ring_producer* producer = reinterpret_cast<gaspi_ring_producer*>(ctx.ring_producer);
     const gaspi_u32 group = __activemask();
     const gaspi_u32 lane = gaspi_lane_id();
@@ -524,6 +545,15 @@ __device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op,
         }
     }
     __syncwarp(group);
+    return ticket;
+}
+
+// Writes the request of `ticket` (from gaspi_ring_reserve) and publishes it.
+__device__ inline void gaspi_ring_publish(const gaspi_device_ctx& ctx, gaspi_u64 ticket, gaspi_u32 op, gaspi_u32 rank,
+                                          gaspi_u32 local_seg, gaspi_u64 local_off, gaspi_u32 remote_seg,
+                                          gaspi_u64 remote_off, gaspi_u64 size, gaspi_u32 id, gaspi_u32 value,
+                                          gaspi_u32 flags) {
+    gaspi_ring_slot* slots = reinterpret_cast<gaspi_ring_slot*>(ctx.ring + sizeof(gaspi_ring_header));
     gaspi_ring_slot* s = slots + (ticket & (gaspi_u64)(ctx.ring_capacity - 1u));
     s->op = op;
     s->target_rank = rank;
@@ -534,11 +564,23 @@ __device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op,
     s->size = size;
     s->notification_id = id;
     s->value = value;
-    s->reserved[0] = 0u;
-    s->reserved[1] = 0u;
+    s->flags = flags;
+    s->reserved = 0u;
     // Publish: the field stores (and this thread's earlier writes) become
     // visible to the CPU before seq does.
     gaspi_store_release_u64(&s->seq, ticket + 1ull);
+}
+
+// Posts one request (gaspi_ring_reserve, then gaspi_ring_publish); waits
+// (polls) while the ring is full. Called by one thread (lanes of a warp
+// posting together are aggregated).
+__device__ inline int gaspi_ring_post(const gaspi_device_ctx& ctx, gaspi_u32 op, gaspi_u32 rank,
+                                      gaspi_u32 local_seg, gaspi_u64 local_off,
+                                      gaspi_u32 remote_seg, gaspi_u64 remote_off, gaspi_u64 size,
+                                      gaspi_u32 id, gaspi_u32 value) {
+    if (!gaspi_ring_present(ctx)) return GASPI_DEV_ERR_NO_ROUTE;
+    const gaspi_u64 ticket = gaspi_ring_reserve(ctx);
+    gaspi_ring_publish(ctx, ticket, op, rank, local_seg, local_off, remote_seg, remote_off, size, id, value, 0u);
     return GASPI_DEV_SUCCESS;
 }
 
@@ -804,6 +846,84 @@ __device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char*
     for (gaspi_u64 i = done; i < size; ++i) dst[i] = src[i];
 }
 
+// Inline ring requests (decision 0089, UCX's *inline* protocol). A write
+// to a segment whose ring route crosses a network transport
+// (GASPI_SEGMENT_RING_INLINE) of at most ctx.ring_inline_max bytes copies
+// its source into its ticket's payload, host-mapped memory after the ring's
+// slots, and publishes the request with GASPI_RING_FLAG_INLINE: the CPU
+// sends the bytes from there, with no copy out of GPU memory (about 6 us
+// for a few bytes on an H200, bench/gpu/small_copy_floor.cu) and no stream
+// work on the sending side. The copy is posted PCIe writes; the source may
+// be reused as soon as the call returns.
+__device__ __forceinline__ bool gaspi_ring_inline(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
+                                                  gaspi_u64 size) {
+    return (w.remote.flags & GASPI_SEGMENT_RING_INLINE) != 0u && ctx.ring_payload != 0 &&
+           size <= (gaspi_u64)ctx.ring_inline_max && gaspi_ring_present(ctx);
+}
+
+__device__ __forceinline__ unsigned char* gaspi_ring_payload(const gaspi_device_ctx& ctx, gaspi_u64 ticket) {
+    return reinterpret_cast<unsigned char*>(ctx.ring_payload) +
+           (ticket & (gaspi_u64)(ctx.ring_capacity - 1u)) * (gaspi_u64)ctx.ring_inline_max;
+}
+
+// An inline request posted by one thread (gaspi_ring_inline holds). Its
+// own payload stores come before the slot's release store.
+__device__ inline int gaspi_ring_post_inline_thread(const gaspi_device_ctx& ctx, gaspi_u32 op,
+                                                    const gaspi_write_route& w, const unsigned char* src,
+                                                    gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
+                                                    gaspi_u32 id, gaspi_u32 value) {
+    const gaspi_u64 ticket = gaspi_ring_reserve(ctx);
+    gaspi_copy_alone(gaspi_ring_payload(ctx, ticket), src, size);
+    gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id, value,
+                       GASPI_RING_FLAG_INLINE);
+    return GASPI_DEV_SUCCESS;
+}
+
+// An inline request posted by a whole warp (all 32 lanes, same arguments):
+// lane 0 takes the ticket, every lane copies its part of the payload, and
+// after __syncwarp lane 0 fences at system scope (cumulative: the other
+// lanes' payload stores come first) and publishes.
+__device__ inline int gaspi_ring_post_inline_warp(const gaspi_device_ctx& ctx, gaspi_u32 op,
+                                                  const gaspi_write_route& w, const unsigned char* src,
+                                                  gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
+                                                  gaspi_u32 id, gaspi_u32 value) {
+    const gaspi_u32 lane = gaspi_lane_id();
+    gaspi_u64 ticket = 0;
+    if (lane == 0u) ticket = gaspi_ring_reserve(ctx);
+    ticket = __shfl_sync(0xffffffffu, ticket, 0);
+    gaspi_copy(gaspi_ring_payload(ctx, ticket), src, size, lane, 32u);
+    __syncwarp();
+    if (lane == 0u) {
+        gaspi_fence_acq_rel();
+        gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id,
+                           value, GASPI_RING_FLAG_INLINE);
+    }
+    return GASPI_DEV_SUCCESS;
+}
+
+// An inline request posted by a whole block (all threads, same arguments),
+// as the warp's with barriers.
+__device__ inline int gaspi_ring_post_inline_block(const gaspi_device_ctx& ctx, gaspi_u32 op,
+                                                   const gaspi_write_route& w, const unsigned char* src,
+                                                   gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
+                                                   gaspi_u32 id, gaspi_u32 value) {
+    __shared__ gaspi_u64 gaspi_inline_ticket;
+    const gaspi_u32 t = gaspi_block_thread();
+    if (t == 0u) gaspi_inline_ticket = gaspi_ring_reserve(ctx);
+    __syncthreads();
+    const gaspi_u64 ticket = gaspi_inline_ticket;
+    gaspi_copy(gaspi_ring_payload(ctx, ticket), src, size, t, gaspi_block_threads());
+    // Every thread has read the ticket and stored its part: thread 0 may
+    // publish, and take the next call's ticket into the shared slot.
+    __syncthreads();
+    if (t == 0u) {
+        gaspi_fence_acq_rel();
+        gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id,
+                           value, GASPI_RING_FLAG_INLINE);
+    }
+    return GASPI_DEV_SUCCESS;
+}
+
 // gaspi_copy of `size` bytes whose start `b` may already be loaded
 // (gaspi_early_batch_load with the same src, dst, size, t and n): stores
 // it and copies the rest. With a warp copying, the early vectors cover
@@ -917,6 +1037,10 @@ __device__ inline int gaspi_write_notify_thread_via(const gaspi_device_ctx& ctx,
         gaspi_store_after_fence_u32(r.word, value);
         return GASPI_DEV_SUCCESS;
     }
+    if (gaspi_ring_inline(ctx, w, size)) {
+        return gaspi_ring_post_inline_thread(ctx, GASPI_RING_OP_WRITE_NOTIFY, w, r.src, local_off, remote_off, size,
+                                             id, value);
+    }
     gaspi_fence_acq_rel();
     return gaspi_ring_post(ctx, GASPI_RING_OP_WRITE_NOTIFY, w.rank, w.local_seg, local_off, w.remote_seg, remote_off,
                            size, id, value);
@@ -945,6 +1069,10 @@ __device__ inline int gaspi_write_notify_warp_via(const gaspi_device_ctx& ctx, c
     gaspi_route r;
     int rc = gaspi_route_write(w, local_off, remote_off, size, id, value, &r);
     if (rc != GASPI_DEV_SUCCESS) return rc;
+    if (!r.direct && gaspi_ring_inline(ctx, w, size)) {
+        return gaspi_ring_post_inline_warp(ctx, GASPI_RING_OP_WRITE_NOTIFY, w, r.src, local_off, remote_off, size, id,
+                                           value);
+    }
     if (r.direct) gaspi_copy_after(b, r.dst, r.src, size, lane, 32u);
     gaspi_fence_acq_rel();
     __syncwarp();
@@ -1014,6 +1142,10 @@ __device__ inline int gaspi_write_notify_block_along(const gaspi_device_ctx& ctx
             gaspi_store_after_fence_u32(r.word, value);
         }
         return GASPI_DEV_SUCCESS;
+    }
+    if (gaspi_ring_inline(ctx, w, size)) {
+        return gaspi_ring_post_inline_block(ctx, GASPI_RING_OP_WRITE_NOTIFY, w, r.src, local_off, remote_off, size, id,
+                                            value);
     }
     // The progress engine reads the source: every thread's writes to it
     // come before thread 0's fence and request.
@@ -1134,6 +1266,9 @@ __device__ inline int gaspi_write_thread_via(const gaspi_device_ctx& ctx, const 
         gaspi_copy_alone(r.dst, r.src, size);
         return GASPI_DEV_SUCCESS;
     }
+    if (gaspi_ring_inline(ctx, w, size)) {
+        return gaspi_ring_post_inline_thread(ctx, GASPI_RING_OP_WRITE, w, r.src, local_off, remote_off, size, 0u, 0u);
+    }
     return gaspi_write_post(ctx, w, local_off, remote_off, size);
 }
 
@@ -1155,6 +1290,9 @@ __device__ inline int gaspi_write_warp_via(const gaspi_device_ctx& ctx, const ga
     if (r.direct) {
         gaspi_copy(r.dst, r.src, size, lane, 32u);
         return GASPI_DEV_SUCCESS;
+    }
+    if (gaspi_ring_inline(ctx, w, size)) {
+        return gaspi_ring_post_inline_warp(ctx, GASPI_RING_OP_WRITE, w, r.src, local_off, remote_off, size, 0u, 0u);
     }
     // The progress engine reads the source: every lane's writes to it
     // come before lane 0's fence and request.
@@ -1183,6 +1321,9 @@ __device__ inline int gaspi_write_via(const gaspi_device_ctx& ctx, const gaspi_w
     if (r.direct) {
         gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
         return GASPI_DEV_SUCCESS;
+    }
+    if (gaspi_ring_inline(ctx, w, size)) {
+        return gaspi_ring_post_inline_block(ctx, GASPI_RING_OP_WRITE, w, r.src, local_off, remote_off, size, 0u, 0u);
     }
     __syncthreads();
     if (t == 0u) gaspi_write_result = gaspi_write_post(ctx, w, local_off, remote_off, size);

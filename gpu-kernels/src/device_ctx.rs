@@ -29,11 +29,23 @@ pub struct SegmentDesc {
     pub notifications: u64,
     /// Number of notification words; 0 marks "no such segment".
     pub notification_count: u32,
-    /// Reserved, 0.
+    /// [`SEGMENT_RING_INLINE`] or 0.
     pub flags: u32,
 }
 
+/// Bit of [`SegmentDesc::flags`] (`GASPI_SEGMENT_RING_INLINE`): ring
+/// requests to this segment cross a network transport, so a write of at
+/// most [`DeviceCtx::ring_inline_max`] bytes may carry its bytes in the
+/// ring (the CPU sends them from pinned memory, no copy out of the GPU;
+/// decision 0089).
+pub const SEGMENT_RING_INLINE: u32 = 1;
+
 impl SegmentDesc {
+    /// The same descriptor with `flags` set.
+    pub const fn with_flags(self, flags: u32) -> SegmentDesc {
+        SegmentDesc { flags, ..self }
+    }
+
     /// A segment the device knows the shape of but cannot reach directly:
     /// `write_notify`/`notify` to it go through the request ring.
     pub const fn via_ring(size: u64, notification_count: u32) -> SegmentDesc {
@@ -70,7 +82,7 @@ pub const INLINE_SEGMENTS: usize = 4;
 /// descriptors inline in [`DeviceCtx`] (`GASPI_INLINE_RANKS`).
 pub const INLINE_RANKS: usize = 8;
 
-/// The kernel argument `gaspi_device_ctx`. 1,200 bytes, passed by value
+/// The kernel argument `gaspi_device_ctx`. 1,216 bytes, passed by value
 /// (declared `const __grid_constant__` by the kernel).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,6 +122,15 @@ pub struct DeviceCtx {
     /// segment` (zero where the tables have none, which likewise refuses
     /// a rank beyond `nranks`).
     pub inline_remote: [SegmentDesc; INLINE_RANKS * INLINE_SEGMENTS],
+    /// Device address of the ring's payload area (host-mapped, after the
+    /// slots: `ring_capacity` payloads of `ring_inline_max` bytes); 0 when
+    /// the ring carries no bytes.
+    pub ring_payload: u64,
+    /// Payload bytes per ring slot: the largest write to a
+    /// [`SEGMENT_RING_INLINE`] segment that travels in the ring; 0: none.
+    pub ring_inline_max: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 impl DeviceCtx {
@@ -151,7 +172,9 @@ const _: () = {
     assert!(std::mem::offset_of!(SegmentDesc, size) == 8);
     assert!(std::mem::offset_of!(SegmentDesc, notifications) == 16);
     assert!(std::mem::offset_of!(SegmentDesc, notification_count) == 24);
-    assert!(std::mem::size_of::<DeviceCtx>() == 1200);
+    assert!(std::mem::size_of::<DeviceCtx>() == 1216);
+    assert!(std::mem::offset_of!(DeviceCtx, ring_payload) == 1200);
+    assert!(std::mem::offset_of!(DeviceCtx, ring_inline_max) == 1208);
     assert!(std::mem::offset_of!(DeviceCtx, inline_local) == 48);
     assert!(std::mem::offset_of!(DeviceCtx, inline_remote) == 176);
     assert!(std::mem::offset_of!(DeviceCtx, local) == 16);

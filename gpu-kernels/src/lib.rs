@@ -48,7 +48,9 @@ pub mod device_ctx;
 pub mod ring;
 
 pub use cudarc::nvrtc::Ptx;
-pub use device_ctx::{DeviceCtx, SegmentDesc, INLINE_RANKS, INLINE_SEGMENTS, STOP_VALUE};
+pub use device_ctx::{
+    DeviceCtx, SegmentDesc, INLINE_RANKS, INLINE_SEGMENTS, SEGMENT_RING_INLINE, STOP_VALUE,
+};
 pub use ring::{Request, RequestOp, RequestRing, RingError};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
@@ -78,7 +80,7 @@ pub const TESTS_SOURCE: &str = include_str!("../cuda/tests.cu");
 /// `gaspi_layout_offsets` (in the header) reports them. NVRTC has no
 /// `offsetof`, so the device check runs `gaspi_layout_probe` and compares
 /// its output with this.
-pub const LAYOUT_OFFSETS: [u64; 16] = {
+pub const LAYOUT_OFFSETS: [u64; 20] = {
     use std::mem::offset_of;
     [
         offset_of!(SegmentDesc, size) as u64,
@@ -97,6 +99,10 @@ pub const LAYOUT_OFFSETS: [u64; 16] = {
         offset_of!(ring::RingSlot, reserved) as u64,
         offset_of!(DeviceCtx, inline_local) as u64,
         offset_of!(DeviceCtx, inline_remote) as u64,
+        offset_of!(ring::RingHeader, inline_max) as u64,
+        offset_of!(ring::RingSlot, flags) as u64,
+        offset_of!(DeviceCtx, ring_payload) as u64,
+        offset_of!(DeviceCtx, ring_inline_max) as u64,
     ]
 };
 

@@ -48,6 +48,18 @@
 //! Zeroed memory is a valid empty ring: `seq == 0` never equals `t + 1`.
 //! A stale `seq` of the previous lap (`t + 1 - capacity`) never does either.
 //!
+//! Inline requests (UCX's *inline* protocol, decision 0089). A ring may
+//! carry a payload area after its slots: `inline_max` bytes per slot (in
+//! the header; 0: none). A producer whose write goes over a network
+//! transport (the runtime marks such table entries with
+//! [`crate::SEGMENT_RING_INLINE`]) and is at most `inline_max` bytes
+//! copies the source into its ticket's payload before step 4 and sets
+//! [`FLAG_INLINE`] in the slot: the CPU then sends straight from pinned
+//! memory, with no copy out of GPU memory (about 6 us on an H200 for a few
+//! bytes) and no stream work on the sending side. The consumer copies the
+//! payload out before step 3 ([`RequestRing::try_pop_into`]): once the tail
+//! moves on, the slot and its payload belong to the next lap.
+//!
 //! Local completion: [`RequestRing::complete_through`] advances
 //! `header.completed` once the engine no longer needs the source data of the
 //! requests before it; `gaspi_ring_quiet` on the device waits for that.
@@ -67,8 +79,16 @@ pub const RING_LINE: usize = 128;
 /// Value of [`RingHeader::magic`] once the ring is initialised ("GRNG").
 pub const RING_MAGIC: u32 = 0x4752_4e47;
 
-/// Layout version in [`RingHeader::version`].
-pub const RING_VERSION: u32 = 1;
+/// Layout version in [`RingHeader::version`] (2: the payload area and
+/// [`RingSlot::flags`]).
+pub const RING_VERSION: u32 = 2;
+
+/// Largest payload per slot a ring accepts ([`RingHeader::inline_max`]).
+pub const RING_INLINE_LIMIT: u32 = 64 << 10;
+
+/// Bit of [`RingSlot::flags`]: the request's source bytes are in its
+/// ticket's payload (`size` of them, at most the ring's `inline_max`).
+pub const FLAG_INLINE: u32 = 1;
 
 /// Largest capacity accepted (slots).
 pub const RING_MAX_CAPACITY: u32 = 1 << 24;
@@ -106,7 +126,10 @@ pub struct RingHeader {
     pub magic: u32,
     /// [`RING_VERSION`].
     pub version: u32,
-    _pad2: [u8; RING_LINE - 16],
+    /// Payload bytes per slot after the slots (a multiple of
+    /// [`RING_LINE`], at most [`RING_INLINE_LIMIT`]); 0: no payload area.
+    pub inline_max: u32,
+    _pad2: [u8; RING_LINE - 20],
 }
 
 /// The producers' ticket counter, in device memory (one 128-byte line),
@@ -151,8 +174,10 @@ pub struct RingSlot {
     pub notification_id: u32,
     /// Notification value (never 0).
     pub value: u32,
-    /// Zero; room for a queue number or flags.
-    pub reserved: [u32; 2],
+    /// [`FLAG_INLINE`] or 0.
+    pub flags: u32,
+    /// Zero; room for a queue number.
+    pub reserved: u32,
 }
 
 const _: () = {
@@ -163,6 +188,7 @@ const _: () = {
     assert!(std::mem::offset_of!(RingHeader, slot_size) == 2 * RING_LINE + 4);
     assert!(std::mem::offset_of!(RingHeader, magic) == 2 * RING_LINE + 8);
     assert!(std::mem::offset_of!(RingHeader, version) == 2 * RING_LINE + 12);
+    assert!(std::mem::offset_of!(RingHeader, inline_max) == 2 * RING_LINE + 16);
     assert!(std::mem::size_of::<RingProducer>() == RING_LINE);
     assert!(std::mem::offset_of!(RingProducer, tail_seen) == 8);
     assert!(std::mem::offset_of!(RingProducer, poller) == 16);
@@ -177,7 +203,8 @@ const _: () = {
     assert!(std::mem::offset_of!(RingSlot, size) == 40);
     assert!(std::mem::offset_of!(RingSlot, notification_id) == 48);
     assert!(std::mem::offset_of!(RingSlot, value) == 52);
-    assert!(std::mem::offset_of!(RingSlot, reserved) == 56);
+    assert!(std::mem::offset_of!(RingSlot, flags) == 56);
+    assert!(std::mem::offset_of!(RingSlot, reserved) == 60);
 };
 
 /// What a request asks for.
@@ -219,6 +246,21 @@ pub struct Request {
     pub notification_id: u32,
     /// Notification value.
     pub value: u32,
+    /// The slot's flags ([`FLAG_INLINE`]).
+    pub flags: u32,
+    /// Where the request's source bytes start in the buffer given to
+    /// [`RequestRing::try_pop_into`], when it carried them in the ring.
+    /// `None` with [`FLAG_INLINE`] set: the request claimed more bytes
+    /// than the ring carries (or the ring has no payload area), and must
+    /// be refused.
+    pub inline_at: Option<usize>,
+}
+
+impl Request {
+    /// Whether the request says its bytes travelled in the ring.
+    pub fn claims_inline(&self) -> bool {
+        self.flags & FLAG_INLINE != 0
+    }
 }
 
 /// Errors of attaching to ring memory.
@@ -232,6 +274,10 @@ pub enum RingError {
     /// The memory is not 128-byte aligned.
     #[error("ring memory at {0:#x} is not 128-byte aligned")]
     Misaligned(usize),
+    /// A payload size that is not a multiple of [`RING_LINE`] up to
+    /// [`RING_INLINE_LIMIT`].
+    #[error("ring payload of {0} bytes per slot is not a multiple of {RING_LINE} up to {RING_INLINE_LIMIT}")]
+    BadInline(u32),
     /// The header does not describe a ring of this layout and capacity.
     #[error("ring header mismatch: magic {magic:#x}, version {version}, capacity {capacity}, slot size {slot_size}")]
     BadHeader {
@@ -255,6 +301,9 @@ pub enum RingError {
 pub struct RequestRing {
     header: *const RingHeader,
     slots: *const RingSlot,
+    /// The payload area (after the slots); meaningful when `inline_max > 0`.
+    payload: *const u8,
+    inline_max: u32,
     mask: u64,
     /// not Sync: one consumer
     _single_consumer: PhantomData<Cell<()>>,
@@ -268,18 +317,28 @@ impl RequestRing {
     /// Bytes of host-mapped memory a ring of `capacity` slots needs (header
     /// followed by the slots).
     pub const fn bytes_for(capacity: u32) -> usize {
-        std::mem::size_of::<RingHeader>() + capacity as usize * std::mem::size_of::<RingSlot>()
+        Self::bytes_with_payload(capacity, 0)
+    }
+
+    /// Bytes of host-mapped memory a ring of `capacity` slots with
+    /// `inline_max` payload bytes per slot needs (header, slots, payloads).
+    pub const fn bytes_with_payload(capacity: u32, inline_max: u32) -> usize {
+        std::mem::size_of::<RingHeader>()
+            + capacity as usize * (std::mem::size_of::<RingSlot>() + inline_max as usize)
     }
 
     /// Bytes of device memory for the producers' counter ([`RingProducer`]);
     /// it must be zeroed before the first kernel posts.
     pub const PRODUCER_BYTES: usize = std::mem::size_of::<RingProducer>();
 
-    fn check(base: *mut u8, capacity: u32) -> Result<(), RingError> {
+    fn check(base: *mut u8, capacity: u32, inline_max: u32) -> Result<(), RingError> {
         if !capacity.is_power_of_two()
             || !(RING_MIN_CAPACITY..=RING_MAX_CAPACITY).contains(&capacity)
         {
             return Err(RingError::BadCapacity(capacity));
+        }
+        if inline_max > RING_INLINE_LIMIT || inline_max as usize % RING_LINE != 0 {
+            return Err(RingError::BadInline(inline_max));
         }
         if base as usize & (RING_LINE - 1) != 0 {
             return Err(RingError::Misaligned(base as usize));
@@ -298,9 +357,26 @@ impl RequestRing {
     /// during this call; no other `RequestRing` may exist for it. Producers
     /// (GPU threads) may access it afterwards, following the ring protocol.
     pub unsafe fn init(base: *mut u8, capacity: u32) -> Result<RequestRing, RingError> {
-        Self::check(base, capacity)?;
-        // SAFETY: the caller grants exclusive access to bytes_for(capacity)
-        // bytes at `base` for this call.
+        // SAFETY: the same contract, with no payload area.
+        unsafe { Self::init_with_payload(base, capacity, 0) }
+    }
+
+    /// [`init`](Self::init) of a ring with `inline_max` payload bytes per
+    /// slot (a multiple of [`RING_LINE`] up to [`RING_INLINE_LIMIT`]).
+    ///
+    /// # Safety
+    /// As for [`init`](Self::init), with
+    /// [`bytes_with_payload`](Self::bytes_with_payload)`(capacity,
+    /// inline_max)` bytes at `base`.
+    pub unsafe fn init_with_payload(
+        base: *mut u8,
+        capacity: u32,
+        inline_max: u32,
+    ) -> Result<RequestRing, RingError> {
+        Self::check(base, capacity, inline_max)?;
+        // SAFETY: the caller grants exclusive access to
+        // bytes_with_payload(capacity, inline_max) bytes at `base` for this
+        // call; the header and slots are their first bytes_for(capacity).
         unsafe { std::ptr::write_bytes(base, 0, Self::bytes_for(capacity)) };
         let header = base as *mut RingHeader;
         // SAFETY: `header` is aligned (checked) and within the region; the
@@ -310,6 +386,7 @@ impl RequestRing {
             (*header).slot_size = std::mem::size_of::<RingSlot>() as u32;
             (*header).magic = RING_MAGIC;
             (*header).version = RING_VERSION;
+            (*header).inline_max = inline_max;
         }
         // SAFETY: same contract as ours.
         unsafe { Self::from_raw(base, capacity) }
@@ -318,22 +395,25 @@ impl RequestRing {
     /// Becomes the consumer of an initialised ring at `base`.
     ///
     /// # Safety
-    /// `base` must point to [`bytes_for`](Self::bytes_for)`(capacity)` bytes
-    /// initialised by [`init`](Self::init) (or its equivalent), valid for
+    /// `base` must point to
+    /// [`bytes_with_payload`](Self::bytes_with_payload)`(capacity,
+    /// inline_max)` bytes (`inline_max` as the header says) initialised by
+    /// [`init_with_payload`](Self::init_with_payload) (or its equivalent), valid for
     /// reads and writes for the lifetime of the returned value. Producers may
     /// access the memory concurrently only as the ring protocol says. No
     /// other `RequestRing` (in any process) may consume the same ring.
     pub unsafe fn from_raw(base: *mut u8, capacity: u32) -> Result<RequestRing, RingError> {
-        Self::check(base, capacity)?;
+        Self::check(base, capacity, 0)?;
         let header = base as *const RingHeader;
         // SAFETY: aligned and within the region (contract); the config line
         // is written once before producers start and read-only afterwards.
-        let (magic, version, found, slot_size) = unsafe {
+        let (magic, version, found, slot_size, inline_max) = unsafe {
             (
                 (*header).magic,
                 (*header).version,
                 (*header).capacity,
                 (*header).slot_size,
+                (*header).inline_max,
             )
         };
         if magic != RING_MAGIC
@@ -348,10 +428,15 @@ impl RequestRing {
                 slot_size,
             });
         }
+        Self::check(base, capacity, inline_max)?;
         Ok(RequestRing {
             header,
             // SAFETY: the slots follow the header inside the region.
             slots: unsafe { base.add(std::mem::size_of::<RingHeader>()) } as *const RingSlot,
+            // SAFETY: the payload area follows the slots inside the region
+            // (one past its end when inline_max is 0, never read then).
+            payload: unsafe { base.add(Self::bytes_for(capacity)) },
+            inline_max,
             mask: capacity as u64 - 1,
             _single_consumer: PhantomData,
         })
@@ -374,8 +459,23 @@ impl RequestRing {
         self.header().tail.load(Ordering::Relaxed)
     }
 
+    /// Payload bytes per slot (0: the ring carries none).
+    pub fn inline_max(&self) -> u32 {
+        self.inline_max
+    }
+
     /// Takes the next request if one has been published; never blocks.
+    /// An inline request's bytes are dropped (see
+    /// [`try_pop_into`](Self::try_pop_into)).
     pub fn try_pop(&self) -> Option<Request> {
+        self.try_pop_into(&mut Vec::new())
+    }
+
+    /// Takes the next request if one has been published; never blocks. The
+    /// bytes of an inline request ([`FLAG_INLINE`], a write of at most
+    /// [`inline_max`](Self::inline_max) bytes) are appended to `payload`,
+    /// at [`Request::inline_at`], before the slot is handed back.
+    pub fn try_pop_into(&self, payload: &mut Vec<u8>) -> Option<Request> {
         let header = self.header();
         let ticket = header.tail.load(Ordering::Relaxed);
         // SAFETY: (ticket & mask) < capacity, so the slot lies in the region.
@@ -391,7 +491,7 @@ impl RequestRing {
         // SAFETY: the slot is published for `ticket` and no producer writes
         // it again before it sees `tail > ticket` (stored below, after these
         // reads). Volatile: the writer is a device outside Rust's view.
-        let request = unsafe {
+        let mut request = unsafe {
             let op = std::ptr::addr_of!((*slot).op).read_volatile();
             Request {
                 ticket,
@@ -409,8 +509,31 @@ impl RequestRing {
                 size: std::ptr::addr_of!((*slot).size).read_volatile(),
                 notification_id: std::ptr::addr_of!((*slot).notification_id).read_volatile(),
                 value: std::ptr::addr_of!((*slot).value).read_volatile(),
+                flags: std::ptr::addr_of!((*slot).flags).read_volatile(),
+                inline_at: None,
             }
         };
+        if request.claims_inline()
+            && matches!(request.op, RequestOp::WriteNotify | RequestOp::Write)
+            && request.size <= self.inline_max as u64
+        {
+            let at = payload.len();
+            let len = request.size as usize;
+            let index = (ticket & self.mask) as usize;
+            payload.reserve(len);
+            // SAFETY: the payload of slot `index` is inline_max >= len bytes
+            // inside the region; the producer wrote it before publishing
+            // `seq` (acquired above) and writes it again only after the
+            // tail passes this ticket (stored below, after this copy).
+            // `payload` has room for len more bytes (reserved), which the
+            // copy initialises before set_len.
+            unsafe {
+                let src = self.payload.add(index * self.inline_max as usize);
+                std::ptr::copy_nonoverlapping(src, payload.as_mut_ptr().add(at), len);
+                payload.set_len(at + len);
+            }
+            request.inline_at = Some(at);
+        }
         // Release: our reads of the slot happen before any producer that
         // acquires the new tail reuses it.
         header.tail.store(ticket + 1, Ordering::Release);
@@ -445,7 +568,12 @@ mod tests {
 
     impl Memory {
         fn new(capacity: u32) -> Memory {
-            let layout = Layout::from_size_align(RequestRing::bytes_for(capacity), 128).unwrap();
+            Memory::with_payload(capacity, 0)
+        }
+
+        fn with_payload(capacity: u32, inline_max: u32) -> Memory {
+            let bytes = RequestRing::bytes_with_payload(capacity, inline_max);
+            let layout = Layout::from_size_align(bytes, 128).unwrap();
             // SAFETY: non-zero size.
             let ptr = unsafe { alloc_zeroed(layout) };
             assert!(!ptr.is_null());
@@ -488,6 +616,35 @@ mod tests {
                 std::thread::yield_now();
             }
             self.write(ticket, target_rank, notification_id, value);
+            ticket
+        }
+
+        /// Posts a write_notify carrying `bytes` in its ticket's payload
+        /// (as the device code does for a network route), claiming `size`
+        /// bytes; waits while the ring is full.
+        fn post_inline(&self, bytes: &[u8], size: u64, inline_max: u32) -> u64 {
+            let ticket = self.head.fetch_add(1, Ordering::Relaxed);
+            while ticket - self.header().tail.load(Ordering::Acquire) >= self.capacity {
+                std::thread::yield_now();
+            }
+            let index = (ticket % self.capacity) as usize;
+            let slot = self.slot(ticket);
+            // SAFETY: this producer owns the slot and its payload for
+            // `ticket` until it publishes it; the payload lies after the
+            // slots, inline_max bytes per slot, inside the memory.
+            unsafe {
+                let payload = self
+                    .memory
+                    .ptr
+                    .add(RequestRing::bytes_for(self.capacity as u32))
+                    .add(index * inline_max as usize);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), payload, bytes.len());
+                std::ptr::addr_of_mut!((*slot).op).write_volatile(OP_WRITE_NOTIFY);
+                std::ptr::addr_of_mut!((*slot).size).write_volatile(size);
+                std::ptr::addr_of_mut!((*slot).value).write_volatile(ticket as u32 + 1);
+                std::ptr::addr_of_mut!((*slot).flags).write_volatile(FLAG_INLINE);
+                (*slot).seq.store(ticket + 1, Ordering::Release);
+            }
             ticket
         }
 
@@ -559,6 +716,8 @@ mod tests {
                 size: 64,
                 notification_id: 7,
                 value: 42,
+                flags: 0,
+                inline_at: None,
             }
         );
         assert_eq!(ring.try_pop(), None);
@@ -675,6 +834,67 @@ mod tests {
     }
 
     #[test]
+    fn inline_bytes_pop_with_their_request_and_survive_the_next_lap() {
+        let inline_max = 256;
+        let memory = Arc::new(Memory::with_payload(32, inline_max));
+        // SAFETY: fresh memory of bytes_with_payload(32, 256) bytes, owned
+        // by the test for longer than the ring; one consumer.
+        let ring = unsafe { RequestRing::init_with_payload(memory.ptr, 32, inline_max) }.unwrap();
+        assert_eq!(ring.inline_max(), inline_max);
+        let producer = Producer {
+            memory: memory.clone(),
+            head: Arc::new(AtomicU64::new(0)),
+            capacity: 32,
+        };
+        let mut payload = Vec::new();
+        let mut expected = Vec::new();
+        // Three laps of the ring: every slot's payload is written again
+        // after its first request was popped.
+        for lap in 0..3u8 {
+            for i in 0..32u8 {
+                let size = (i as usize * 8) % (inline_max as usize + 1);
+                let bytes: Vec<u8> = (0..size).map(|b| b as u8 ^ i ^ (lap << 5)).collect();
+                producer.post_inline(&bytes, size as u64, inline_max);
+                expected.push(bytes);
+            }
+            while let Some(r) = ring.try_pop_into(&mut payload) {
+                assert!(r.claims_inline());
+                let at = r.inline_at.expect("an inline request within inline_max");
+                let want = &expected[r.ticket as usize];
+                assert_eq!(r.size as usize, want.len());
+                assert_eq!(&payload[at..at + want.len()], &want[..], "ticket {}", r.ticket);
+            }
+        }
+        assert_eq!(ring.consumed(), 96);
+    }
+
+    #[test]
+    fn an_inline_claim_beyond_the_payload_is_marked_for_refusal() {
+        let memory = Arc::new(Memory::with_payload(32, 128));
+        // SAFETY: as in the test above.
+        let small = unsafe { RequestRing::init_with_payload(memory.ptr, 32, 128) }.unwrap();
+        let producer = Producer {
+            memory: memory.clone(),
+            head: Arc::new(AtomicU64::new(0)),
+            capacity: 32,
+        };
+        producer.post_inline(&[7; 128], 129, 128);
+        let mut payload = Vec::new();
+        let r = small.try_pop_into(&mut payload).unwrap();
+        assert!(r.claims_inline());
+        assert_eq!(r.inline_at, None, "129 bytes cannot have travelled in 128");
+        assert!(payload.is_empty());
+        // A ring without a payload area never hands out inline bytes.
+        let (_memory, plain, producer) = ring(32);
+        producer.post(1, 0, 1);
+        let slot = producer.slot(0);
+        // SAFETY: published and not yet popped; one producer thread.
+        unsafe { std::ptr::addr_of_mut!((*slot).flags).write_volatile(FLAG_INLINE) };
+        let r = plain.try_pop_into(&mut payload).unwrap();
+        assert!(r.claims_inline() && r.inline_at.is_none());
+    }
+
+    #[test]
     fn bad_memory_is_refused() {
         let memory = Memory::new(64);
         // SAFETY: the memory is valid for 64 slots; only the arguments are wrong.
@@ -692,6 +912,16 @@ mod tests {
                 RequestRing::init(memory.ptr.add(8), 32),
                 Err(RingError::Misaligned(_))
             ));
+            assert_eq!(
+                RequestRing::init_with_payload(memory.ptr, 32, 100).unwrap_err(),
+                RingError::BadInline(100),
+                "a payload that is not whole lines"
+            );
+            assert_eq!(
+                RequestRing::init_with_payload(memory.ptr, 32, RING_INLINE_LIMIT + 128)
+                    .unwrap_err(),
+                RingError::BadInline(RING_INLINE_LIMIT + 128)
+            );
             // zeroed memory was never initialised
             assert!(matches!(
                 RequestRing::from_raw(memory.ptr, 64),

@@ -23,7 +23,10 @@
 //! through the same checked GPU path as a host-driven `write_notify`
 //! (copy on its own stream, notification in stream order), synchronises
 //! the stream after a batch, and then advances the ring's `completed`
-//! counter, which `gaspi_ring_quiet` on the device waits for. The mio
+//! counter, which `gaspi_ring_quiet` on the device waits for. A small
+//! write to a rank on another host arrives *inline*: the kernel copied its
+//! bytes into the ring's payload area (host-mapped), and the server sends
+//! them from there, with no copy out of GPU memory (decision 0089). The mio
 //! progress engine cannot serve the ring itself: it sleeps in `epoll`,
 //! which a GPU store cannot interrupt (decision 0010).
 
@@ -36,7 +39,9 @@ use crate::segments::LocalSegment;
 use crate::transport::tables::Tables;
 use crate::transport::tables::{check_notification, lookup_remote};
 use crate::transport::{RemoteSegment, Via};
-use gaspi_gpu_kernels::{DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc};
+use gaspi_gpu_kernels::{
+    DeviceCtx, Request, RequestOp, RequestRing, SegmentDesc, SEGMENT_RING_INLINE,
+};
 use gaspi_segments::gpu::{self, GpuContext, GpuMemory, PinnedHostMemory};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,6 +56,12 @@ pub struct DeviceContextOptions {
     /// Route every request to another rank through the ring, even where
     /// the GPU could store directly.
     pub force_ring: bool,
+    /// Bytes a write to a rank on another host may carry in the ring
+    /// itself (a multiple of 128 up to 64 KiB; 0: none): the kernel copies
+    /// them into pinned memory and the server sends them from there
+    /// instead of copying them out of GPU memory first. The ring's pinned
+    /// memory grows by `ring_capacity` times this.
+    pub ring_inline_max: u32,
 }
 
 impl Default for DeviceContextOptions {
@@ -58,6 +69,7 @@ impl Default for DeviceContextOptions {
         DeviceContextOptions {
             ring_capacity: 1024,
             force_ring: false,
+            ring_inline_max: 4096,
         }
     }
 }
@@ -66,6 +78,7 @@ impl Default for DeviceContextOptions {
 #[derive(Debug, Default)]
 struct RingStats {
     served: AtomicU64,
+    inline: AtomicU64,
     errors: AtomicU64,
     last_error: Mutex<Option<String>>,
     batches: AtomicU64,
@@ -89,6 +102,8 @@ struct RingStats {
 pub struct RingActivity {
     /// Requests carried out.
     pub served: u64,
+    /// Of those, writes whose bytes came in the ring (inline).
+    pub inline: u64,
     /// Rounds of taking requests then waiting for them.
     pub batches: u64,
     /// Times the server slept because the ring stayed empty.
@@ -169,6 +184,7 @@ impl DeviceContext {
         let ns = |c: &AtomicU64| Duration::from_nanos(c.load(Ordering::Acquire));
         RingActivity {
             served: r.stats.served.load(Ordering::Acquire),
+            inline: r.stats.inline.load(Ordering::Acquire),
             batches: r.stats.batches.load(Ordering::Acquire),
             naps: r.stats.naps.load(Ordering::Acquire),
             issuing: ns(&r.stats.issuing_ns),
@@ -230,7 +246,12 @@ impl Gpu {
                 let Some(r) = snapshot.remote[rank][seg].as_deref() else {
                     continue;
                 };
-                let shape = SegmentDesc::via_ring(r.size(), r.notification_count());
+                let mut shape = SegmentDesc::via_ring(r.size(), r.notification_count());
+                if r.capabilities().completes_later() && options.ring_inline_max > 0 {
+                    // Over a network transport: the server sends from
+                    // host memory anyway, so small writes come inline.
+                    shape = shape.with_flags(SEGMENT_RING_INLINE);
+                }
                 let forced = options.force_ring && rank as u32 != self.base.rank.0;
                 let desc = if forced {
                     shape
@@ -282,17 +303,25 @@ impl Gpu {
         let ring = if options.ring_capacity == 0 {
             None
         } else {
-            let memory =
-                PinnedHostMemory::alloc(device, RequestRing::bytes_for(options.ring_capacity))?;
+            let (capacity, inline_max) = (options.ring_capacity, options.ring_inline_max);
+            let memory = PinnedHostMemory::alloc(
+                device,
+                RequestRing::bytes_with_payload(capacity, inline_max),
+            )?;
             // A fresh cuMemAlloc is zeroed: the producers' counter starts at 0.
             let producer = GpuMemory::alloc(device, RequestRing::PRODUCER_BYTES)?;
-            // SAFETY: the pinned memory holds bytes_for(capacity) bytes and
-            // lives in the RingService next to the consumer; no kernel can
-            // post before this context is handed out.
-            let consumer = unsafe { RequestRing::init(memory.host_ptr(), options.ring_capacity)? };
-            arg.ring_capacity = options.ring_capacity;
+            // SAFETY: the pinned memory holds bytes_with_payload(capacity,
+            // inline_max) bytes and lives in the RingService next to the
+            // consumer; no kernel can post before this context is handed out.
+            let consumer =
+                unsafe { RequestRing::init_with_payload(memory.host_ptr(), capacity, inline_max)? };
+            arg.ring_capacity = capacity;
             arg.ring = memory.device_ptr();
             arg.ring_producer = producer.device_ptr();
+            if inline_max > 0 {
+                arg.ring_payload = memory.device_ptr() + RequestRing::bytes_for(capacity) as u64;
+                arg.ring_inline_max = inline_max;
+            }
             let stop = Arc::new(AtomicBool::new(false));
             let stats = Arc::new(RingStats::default());
             let thread = {
@@ -401,7 +430,7 @@ impl Gpu {
         tables: &'t Tables,
         req: &Request,
     ) -> Option<(StagedPut, &'t dyn RemoteSegment)> {
-        if !matches!(req.op, RequestOp::WriteNotify | RequestOp::Write) {
+        if !matches!(req.op, RequestOp::WriteNotify | RequestOp::Write) || req.claims_inline() {
             return None;
         }
         let (local, r, notification) = self.checked_write(tables, req).ok()?;
@@ -421,11 +450,38 @@ impl Gpu {
         Some((staged, r))
     }
 
-    /// Carries out one ring request, checked like a host call.
-    fn serve_request(&self, qs: &QueueStream, req: &Request) -> Result<()> {
+    /// Carries out one ring request, checked like a host call. `payload`
+    /// holds the bytes of the batch's inline requests
+    /// ([`RequestRing::try_pop_into`]).
+    fn serve_request(&self, qs: &QueueStream, req: &Request, payload: &Payload) -> Result<()> {
         let rank = Rank(req.target_rank);
         let tables = self.base.tables.load();
         match req.op {
+            RequestOp::WriteNotify | RequestOp::Write if req.claims_inline() => {
+                // Checked as any write (the kernel read a source range it
+                // had checked itself; a request that breaks the rules is
+                // refused whole, whatever it carried).
+                let (_, r, notification) = self.checked_write(&tables, req)?;
+                let bytes = req
+                    .inline_at
+                    .and_then(|at| payload.bytes.get(at..at + req.size as usize))
+                    .ok_or_else(|| {
+                        Error::Protocol(format!(
+                            "a kernel posted a write of {} bytes inline, more than the ring \
+                             carries ({} a request)",
+                            req.size, payload.inline_max
+                        ))
+                    })?;
+                // Any route takes bytes from host memory; the transports
+                // copy or send them before returning.
+                r.put_notify(
+                    req.remote_offset,
+                    bytes.as_ptr(),
+                    bytes.len(),
+                    notification,
+                    Via::INTERNAL,
+                )
+            }
             RequestOp::WriteNotify | RequestOp::Write => {
                 let (local, r, notification) = self.checked_write(&tables, req)?;
                 let (offset, size) = (req.remote_offset, req.size);
@@ -484,6 +540,12 @@ impl Gpu {
     }
 }
 
+/// The bytes of a batch's inline requests, and the most one may carry.
+struct Payload {
+    bytes: Vec<u8>,
+    inline_max: u32,
+}
+
 /// What [`Gpu::checked_write`] gives: the local segment, the remote one,
 /// the notification.
 type CheckedWrite<'t> = (&'t LocalSegment, &'t dyn RemoteSegment, Option<(u32, u32)>);
@@ -502,6 +564,10 @@ fn serve_ring(inner: &Gpu, ring: RequestRing, stop: &AtomicBool, stats: &RingSta
     let mut last_work = Instant::now();
     let mut nap = Duration::from_micros(10);
     let mut batch: Vec<Request> = Vec::with_capacity(256);
+    let mut payload = Payload {
+        bytes: Vec::new(),
+        inline_max: ring.inline_max(),
+    };
     let add = |counter: &AtomicU64, since: Instant| {
         counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
     };
@@ -510,7 +576,8 @@ fn serve_ring(inner: &Gpu, ring: RequestRing, stop: &AtomicBool, stats: &RingSta
         let mut through = 0u64;
         let issuing = Instant::now();
         batch.clear();
-        while let Some(req) = ring.try_pop() {
+        payload.bytes.clear();
+        while let Some(req) = ring.try_pop_into(&mut payload.bytes) {
             batch.push(req);
             if batch.len() == 256 {
                 break;
@@ -542,8 +609,11 @@ fn serve_ring(inner: &Gpu, ring: RequestRing, stop: &AtomicBool, stats: &RingSta
             for (req, staged) in batch.iter().zip(staged.drain(..)) {
                 let served = match staged {
                     Some((put, r)) => put.send(r, Via::INTERNAL),
-                    None => inner.serve_request(&qs, req),
+                    None => inner.serve_request(&qs, req, &payload),
                 };
+                if req.claims_inline() && served.is_ok() {
+                    stats.inline.fetch_add(1, Ordering::Relaxed);
+                }
                 if let Err(e) = served {
                     tracing::warn!(ticket = req.ticket, "GPU ring request refused: {e}");
                     stats.errors.fetch_add(1, Ordering::AcqRel);
