@@ -126,7 +126,7 @@ duplex() {
     wait $p
     echo "duplex run $run: $(tail -1 "$J" | cut -c1-160)"
 }
-SIZES=8,4096,65536,1048576,4194304
+SIZES=${SIZES:-8,4096,65536,1048576,4194304}
 # ONLY="a b": run only those parts (gpu-pingpong pingpong nccl write-bw
 # gpu-bw host-gpu-bw read-bw duplex matvec).
 want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }

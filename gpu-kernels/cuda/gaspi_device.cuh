@@ -108,8 +108,8 @@ struct gaspi_device_ctx {
     // calls rely on it to refuse those ids without comparing them.
     gaspi_segment_desc inline_local[GASPI_INLINE_SEGMENTS];
     gaspi_segment_desc inline_remote[GASPI_INLINE_RANKS * GASPI_INLINE_SEGMENTS];
-    gaspi_u64 ring_payload;     // ring_capacity payloads of ring_inline_max bytes (host-mapped); 0: none
-    gaspi_u32 ring_inline_max;  // payload bytes per slot; 0: none
+    gaspi_u64 ring_payload;     // one payload of ring_inline_max bytes per slot (host-mapped); 0: none
+    gaspi_u32 ring_inline_max;  // bytes of each payload; 0: none
     gaspi_u32 reserved;
 };
 
@@ -123,7 +123,7 @@ struct alignas(128) gaspi_ring_header {
     gaspi_u32 slot_size;
     gaspi_u32 magic;
     gaspi_u32 version;
-    gaspi_u32 inline_max;      // payload bytes per slot after the slots; 0: none
+    gaspi_u32 inline_max;      // bytes of each slot's payload after the slots; 0: none
     unsigned char pad2[108];
 };
 
@@ -509,8 +509,32 @@ __device__ __forceinline__ bool gaspi_ring_present(const gaspi_device_ctx& ctx) 
     return ctx.ring != 0 && ctx.ring_producer != 0 && ctx.ring_capacity >= 32u;
 }
 
-__device__ inline gaspi_u64 gaspi_ring_reserve(const gaspi_device_ctx& ctx) {
+// Waits until the consumer's tail is above `last - room` (room for ticket
+// `last` among `room` slots or payloads), which an unpublished `last`
+// never passes. Room is judged from the tail last seen by any producer
+// (device memory, cheap); one producer at a time reads the host-mapped
+// tail across PCIe and publishes it. With every warp reading it, a full
+// ring flooded PCIe with reads and slowed the progress engine's own
+// stream work, which kept the ring full (gaspi-gpu-tests full-ring: 8-37 s
+// instead of about 1 s on nvidia-h200-x2).
+__device__ inline void gaspi_ring_wait_room(const gaspi_device_ctx& ctx, gaspi_u64 last, gaspi_u64 room) {
     gaspi_ring_header* header = reinterpret_cast<gaspi_ring_header*>(ctx.ring);
+    gaspi_ring_producer* producer = reinterpret_cast<gaspi_ring_producer*>(ctx.ring_producer);
+    unsigned int pause = 64;
+    while (last - gaspi_load_acquire_gpu_u64(&producer->tail_seen) >= room) {
+        if (atomicCAS(&producer->poller, 0u, 1u) == 0u) {
+            const gaspi_u64 tail = gaspi_load_acquire_u64(&header->tail);
+            __threadfence(); // what the tail's acquire saw comes before its publication
+            atomicMax(&producer->tail_seen, tail);
+            atomicExch(&producer->poller, 0u);
+            if (last - tail < room) break;
+        }
+        __nanosleep(pause);
+        if (pause < 2048u) pause *= 2u;
+    }
+}
+
+__device__ inline gaspi_u64 gaspi_ring_reserve(const gaspi_device_ctx& ctx) {
     gaspi_ring_producer* producer = reinterpret_cast<gaspi_ring_producer*>(ctx.ring_producer);
     const gaspi_u32 group = __activemask();
     const gaspi_u32 lane = gaspi_lane_id();
@@ -520,30 +544,9 @@ __device__ inline gaspi_u64 gaspi_ring_reserve(const gaspi_device_ctx& ctx) {
     if (lane == leader) base = atomicAdd(&producer->head, (gaspi_u64)count);
     base = __shfl_sync(group, base, (int)leader);
     const gaspi_u64 ticket = base + (gaspi_u32)__popc((int)(group & ((1u << lane) - 1u)));
-    if (lane == leader) {
-        // Full: wait until the consumer has taken (last ticket - capacity);
-        // that ticket belongs to an earlier reservation since count <= 32 <= capacity.
-        // Room is judged from the tail last seen by any producer (device
-        // memory, cheap); one producer at a time reads the host-mapped tail
-        // across PCIe and publishes it. With every warp reading it, a full
-        // ring flooded PCIe with reads and slowed the progress engine's
-        // own stream work, which kept the ring full (gaspi-gpu-tests
-        // full-ring: 8-37 s instead of about 1 s on nvidia-h200-x2).
-        const gaspi_u64 last = base + count - 1u;
-        const gaspi_u64 cap = (gaspi_u64)ctx.ring_capacity;
-        unsigned int pause = 64;
-        while (last - gaspi_load_acquire_gpu_u64(&producer->tail_seen) >= cap) {
-            if (atomicCAS(&producer->poller, 0u, 1u) == 0u) {
-                const gaspi_u64 tail = gaspi_load_acquire_u64(&header->tail);
-                __threadfence(); // what the tail's acquire saw comes before its publication
-                atomicMax(&producer->tail_seen, tail);
-                atomicExch(&producer->poller, 0u);
-                if (last - tail < cap) break;
-            }
-            __nanosleep(pause);
-            if (pause < 2048u) pause *= 2u;
-        }
-    }
+    // Full: wait until the consumer has taken (last ticket - capacity);
+    // that ticket belongs to an earlier reservation since count <= 32 <= capacity.
+    if (lane == leader) gaspi_ring_wait_room(ctx, base + count - 1u, (gaspi_u64)ctx.ring_capacity);
     __syncwarp(group);
     return ticket;
 }
@@ -855,12 +858,22 @@ __device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char*
 // for a few bytes on an H200, bench/gpu/small_copy_floor.cu) and no stream
 // work on the sending side. The copy is posted PCIe writes; the source may
 // be reused as soon as the call returns.
+// One thread alone copies into host-mapped memory slower than the copy
+// engine does beyond a few KiB (64 KiB: 109 us a half round trip against
+// 62 us staged, one H200 under MPS, session 3 of issue 41): its calls
+// carry at most this many bytes inline.
+#define GASPI_RING_INLINE_THREAD_MAX 4096u
+
 __device__ __forceinline__ bool gaspi_ring_inline(const gaspi_device_ctx& ctx, const gaspi_write_route& w,
-                                                  gaspi_u64 size) {
+                                                  gaspi_u64 size, gaspi_u64 limit) {
     return (w.remote.flags & GASPI_SEGMENT_RING_INLINE) != 0u && ctx.ring_payload != 0 &&
-           size <= (gaspi_u64)ctx.ring_inline_max && gaspi_ring_present(ctx);
+           size <= (gaspi_u64)ctx.ring_inline_max && size <= limit && gaspi_ring_present(ctx);
 }
 
+// The payload of `ticket`'s slot: the slot's until it is published, so no
+// wait of its own. (A lane waiting here for an earlier ticket held by a
+// lane of its own warp deadlocked at the warp's reconvergence point, with
+// fewer payloads than slots; session 3 of issue 41.)
 __device__ __forceinline__ unsigned char* gaspi_ring_payload(const gaspi_device_ctx& ctx, gaspi_u64 ticket) {
     return reinterpret_cast<unsigned char*>(ctx.ring_payload) +
            (ticket & (gaspi_u64)(ctx.ring_capacity - 1u)) * (gaspi_u64)ctx.ring_inline_max;
@@ -873,7 +886,8 @@ __device__ inline int gaspi_ring_post_inline_thread(const gaspi_device_ctx& ctx,
                                                     gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
                                                     gaspi_u32 id, gaspi_u32 value) {
     const gaspi_u64 ticket = gaspi_ring_reserve(ctx);
-    gaspi_copy_alone(gaspi_ring_payload(ctx, ticket), src, size);
+    unsigned char* payload = gaspi_ring_payload(ctx, ticket);
+    gaspi_copy_alone(payload, src, size);
     gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id, value,
                        GASPI_RING_FLAG_INLINE);
     return GASPI_DEV_SUCCESS;
@@ -889,9 +903,14 @@ __device__ inline int gaspi_ring_post_inline_warp(const gaspi_device_ctx& ctx, g
                                                   gaspi_u32 id, gaspi_u32 value) {
     const gaspi_u32 lane = gaspi_lane_id();
     gaspi_u64 ticket = 0;
-    if (lane == 0u) ticket = gaspi_ring_reserve(ctx);
+    gaspi_u64 payload = 0;
+    if (lane == 0u) {
+        ticket = gaspi_ring_reserve(ctx);
+        payload = reinterpret_cast<gaspi_u64>(gaspi_ring_payload(ctx, ticket));
+    }
     ticket = __shfl_sync(0xffffffffu, ticket, 0);
-    gaspi_copy(gaspi_ring_payload(ctx, ticket), src, size, lane, 32u);
+    payload = __shfl_sync(0xffffffffu, payload, 0);
+    gaspi_copy(reinterpret_cast<unsigned char*>(payload), src, size, lane, 32u);
     __syncwarp();
     if (lane == 0u) {
         gaspi_fence_acq_rel();
@@ -908,11 +927,15 @@ __device__ inline int gaspi_ring_post_inline_block(const gaspi_device_ctx& ctx, 
                                                    gaspi_u64 local_off, gaspi_u64 remote_off, gaspi_u64 size,
                                                    gaspi_u32 id, gaspi_u32 value) {
     __shared__ gaspi_u64 gaspi_inline_ticket;
+    __shared__ gaspi_u64 gaspi_inline_payload;
     const gaspi_u32 t = gaspi_block_thread();
-    if (t == 0u) gaspi_inline_ticket = gaspi_ring_reserve(ctx);
+    if (t == 0u) {
+        gaspi_inline_ticket = gaspi_ring_reserve(ctx);
+        gaspi_inline_payload = reinterpret_cast<gaspi_u64>(gaspi_ring_payload(ctx, gaspi_inline_ticket));
+    }
     __syncthreads();
     const gaspi_u64 ticket = gaspi_inline_ticket;
-    gaspi_copy(gaspi_ring_payload(ctx, ticket), src, size, t, gaspi_block_threads());
+    gaspi_copy(reinterpret_cast<unsigned char*>(gaspi_inline_payload), src, size, t, gaspi_block_threads());
     // Every thread has read the ticket and stored its part: thread 0 may
     // publish, and take the next call's ticket into the shared slot.
     __syncthreads();
@@ -1037,7 +1060,7 @@ __device__ inline int gaspi_write_notify_thread_via(const gaspi_device_ctx& ctx,
         gaspi_store_after_fence_u32(r.word, value);
         return GASPI_DEV_SUCCESS;
     }
-    if (gaspi_ring_inline(ctx, w, size)) {
+    if (gaspi_ring_inline(ctx, w, size, GASPI_RING_INLINE_THREAD_MAX)) {
         return gaspi_ring_post_inline_thread(ctx, GASPI_RING_OP_WRITE_NOTIFY, w, r.src, local_off, remote_off, size,
                                              id, value);
     }
@@ -1069,7 +1092,7 @@ __device__ inline int gaspi_write_notify_warp_via(const gaspi_device_ctx& ctx, c
     gaspi_route r;
     int rc = gaspi_route_write(w, local_off, remote_off, size, id, value, &r);
     if (rc != GASPI_DEV_SUCCESS) return rc;
-    if (!r.direct && gaspi_ring_inline(ctx, w, size)) {
+    if (!r.direct && gaspi_ring_inline(ctx, w, size, ~0ull)) {
         return gaspi_ring_post_inline_warp(ctx, GASPI_RING_OP_WRITE_NOTIFY, w, r.src, local_off, remote_off, size, id,
                                            value);
     }
@@ -1143,7 +1166,7 @@ __device__ inline int gaspi_write_notify_block_along(const gaspi_device_ctx& ctx
         }
         return GASPI_DEV_SUCCESS;
     }
-    if (gaspi_ring_inline(ctx, w, size)) {
+    if (gaspi_ring_inline(ctx, w, size, ~0ull)) {
         return gaspi_ring_post_inline_block(ctx, GASPI_RING_OP_WRITE_NOTIFY, w, r.src, local_off, remote_off, size, id,
                                             value);
     }
@@ -1266,7 +1289,7 @@ __device__ inline int gaspi_write_thread_via(const gaspi_device_ctx& ctx, const 
         gaspi_copy_alone(r.dst, r.src, size);
         return GASPI_DEV_SUCCESS;
     }
-    if (gaspi_ring_inline(ctx, w, size)) {
+    if (gaspi_ring_inline(ctx, w, size, GASPI_RING_INLINE_THREAD_MAX)) {
         return gaspi_ring_post_inline_thread(ctx, GASPI_RING_OP_WRITE, w, r.src, local_off, remote_off, size, 0u, 0u);
     }
     return gaspi_write_post(ctx, w, local_off, remote_off, size);
@@ -1291,7 +1314,7 @@ __device__ inline int gaspi_write_warp_via(const gaspi_device_ctx& ctx, const ga
         gaspi_copy(r.dst, r.src, size, lane, 32u);
         return GASPI_DEV_SUCCESS;
     }
-    if (gaspi_ring_inline(ctx, w, size)) {
+    if (gaspi_ring_inline(ctx, w, size, ~0ull)) {
         return gaspi_ring_post_inline_warp(ctx, GASPI_RING_OP_WRITE, w, r.src, local_off, remote_off, size, 0u, 0u);
     }
     // The progress engine reads the source: every lane's writes to it
@@ -1322,7 +1345,7 @@ __device__ inline int gaspi_write_via(const gaspi_device_ctx& ctx, const gaspi_w
         gaspi_copy(r.dst, r.src, size, t, gaspi_block_threads());
         return GASPI_DEV_SUCCESS;
     }
-    if (gaspi_ring_inline(ctx, w, size)) {
+    if (gaspi_ring_inline(ctx, w, size, ~0ull)) {
         return gaspi_ring_post_inline_block(ctx, GASPI_RING_OP_WRITE, w, r.src, local_off, remote_off, size, 0u, 0u);
     }
     __syncthreads();

@@ -123,10 +123,10 @@ pub struct DeviceCtx {
     /// a rank beyond `nranks`).
     pub inline_remote: [SegmentDesc; INLINE_RANKS * INLINE_SEGMENTS],
     /// Device address of the ring's payload area (host-mapped, after the
-    /// slots: `ring_capacity` payloads of `ring_inline_max` bytes); 0 when
-    /// the ring carries no bytes.
+    /// slots: one payload of `ring_inline_max` bytes per slot); 0 when the
+    /// ring carries no bytes.
     pub ring_payload: u64,
-    /// Payload bytes per ring slot: the largest write to a
+    /// Bytes of each payload: the largest write to a
     /// [`SEGMENT_RING_INLINE`] segment that travels in the ring; 0: none.
     pub ring_inline_max: u32,
     /// Zero.

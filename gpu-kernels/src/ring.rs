@@ -49,16 +49,20 @@
 //! A stale `seq` of the previous lap (`t + 1 - capacity`) never does either.
 //!
 //! Inline requests (UCX's *inline* protocol, decision 0089). A ring may
-//! carry a payload area after its slots: `inline_max` bytes per slot (in
-//! the header; 0: none). A producer whose write goes over a network
-//! transport (the runtime marks such table entries with
-//! [`crate::SEGMENT_RING_INLINE`]) and is at most `inline_max` bytes
-//! copies the source into its ticket's payload before step 4 and sets
-//! [`FLAG_INLINE`] in the slot: the CPU then sends straight from pinned
-//! memory, with no copy out of GPU memory (about 6 us on an H200 for a few
-//! bytes) and no stream work on the sending side. The consumer copies the
-//! payload out before step 3 ([`RequestRing::try_pop_into`]): once the tail
-//! moves on, the slot and its payload belong to the next lap.
+//! carry a payload area after its slots: one payload of `inline_max`
+//! bytes per slot (in the header; 0: none). A producer whose write goes
+//! over a network transport (the runtime marks such table entries with
+//! [`crate::SEGMENT_RING_INLINE`]) and is at most `inline_max` bytes copies
+//! the source into its slot's payload between steps 2 and 4 and sets
+//! [`FLAG_INLINE`] in the slot: the CPU sends straight from pinned memory,
+//! with no copy out of GPU memory (about 6 us on an H200 for a few bytes)
+//! and no stream work on the sending side. The consumer copies the payload
+//! out before step 3 ([`RequestRing::try_pop_into`]): once the tail moves
+//! on, the slot and its payload belong to the next lap. The payload has
+//! no room of its own to wait for: a lane waiting for it while a lane of
+//! its own warp held an earlier ticket deadlocked at the warp's
+//! reconvergence point (a 512-slot ring with 256 payloads, session 3 of
+//! issue 41).
 //!
 //! Local completion: [`RequestRing::complete_through`] advances
 //! `header.completed` once the engine no longer needs the source data of the
@@ -126,7 +130,7 @@ pub struct RingHeader {
     pub magic: u32,
     /// [`RING_VERSION`].
     pub version: u32,
-    /// Payload bytes per slot after the slots (a multiple of
+    /// Bytes of each slot's payload after the slots (a multiple of
     /// [`RING_LINE`], at most [`RING_INLINE_LIMIT`]); 0: no payload area.
     pub inline_max: u32,
     _pad2: [u8; RING_LINE - 20],
@@ -321,7 +325,7 @@ impl RequestRing {
     }
 
     /// Bytes of host-mapped memory a ring of `capacity` slots with
-    /// `inline_max` payload bytes per slot needs (header, slots, payloads).
+    /// payloads of `inline_max` bytes needs (header, slots, payloads).
     pub const fn bytes_with_payload(capacity: u32, inline_max: u32) -> usize {
         std::mem::size_of::<RingHeader>()
             + capacity as usize * (std::mem::size_of::<RingSlot>() + inline_max as usize)
@@ -337,7 +341,7 @@ impl RequestRing {
         {
             return Err(RingError::BadCapacity(capacity));
         }
-        if inline_max > RING_INLINE_LIMIT || inline_max as usize % RING_LINE != 0 {
+        if inline_max > RING_INLINE_LIMIT || !(inline_max as usize).is_multiple_of(RING_LINE) {
             return Err(RingError::BadInline(inline_max));
         }
         if base as usize & (RING_LINE - 1) != 0 {
@@ -523,8 +527,9 @@ impl RequestRing {
             payload.reserve(len);
             // SAFETY: the payload of slot `index` is inline_max >= len bytes
             // inside the region; the producer wrote it before publishing
-            // `seq` (acquired above) and writes it again only after the
-            // tail passes this ticket (stored below, after this copy).
+            // `seq` (acquired above) and the next lap's producer writes it
+            // only after the tail passes this ticket (stored below, after
+            // this copy).
             // `payload` has room for len more bytes (reserved), which the
             // copy initialises before set_len.
             unsafe {
@@ -835,37 +840,49 @@ mod tests {
 
     #[test]
     fn inline_bytes_pop_with_their_request_and_survive_the_next_lap() {
-        let inline_max = 256;
-        let memory = Arc::new(Memory::with_payload(32, inline_max));
-        // SAFETY: fresh memory of bytes_with_payload(32, 256) bytes, owned
-        // by the test for longer than the ring; one consumer.
-        let ring = unsafe { RequestRing::init_with_payload(memory.ptr, 32, inline_max) }.unwrap();
-        assert_eq!(ring.inline_max(), inline_max);
-        let producer = Producer {
-            memory: memory.clone(),
-            head: Arc::new(AtomicU64::new(0)),
-            capacity: 32,
-        };
-        let mut payload = Vec::new();
-        let mut expected = Vec::new();
-        // Three laps of the ring: every slot's payload is written again
-        // after its first request was popped.
-        for lap in 0..3u8 {
-            for i in 0..32u8 {
-                let size = (i as usize * 8) % (inline_max as usize + 1);
-                let bytes: Vec<u8> = (0..size).map(|b| b as u8 ^ i ^ (lap << 5)).collect();
-                producer.post_inline(&bytes, size as u64, inline_max);
-                expected.push(bytes);
+        // Whole laps, and laps of 200 through 512 slots (the payloads go
+        // round with their slots).
+        for (capacity, per_lap) in [(32u32, 32u32), (512, 200)] {
+            let inline_max = 256;
+            let memory = Arc::new(Memory::with_payload(capacity, inline_max));
+            // SAFETY: fresh memory of bytes_with_payload(capacity, 256)
+            // bytes, owned by the test for longer than the ring; one consumer.
+            let ring = unsafe { RequestRing::init_with_payload(memory.ptr, capacity, inline_max) }
+                .unwrap();
+            assert_eq!(ring.inline_max(), inline_max);
+            let producer = Producer {
+                memory: memory.clone(),
+                head: Arc::new(AtomicU64::new(0)),
+                capacity: capacity as u64,
+            };
+            let mut payload = Vec::new();
+            let mut expected = Vec::new();
+            // Three laps: every payload is written again after its first
+            // request was popped.
+            for lap in 0..3u32 {
+                for i in 0..per_lap {
+                    let size = (i as usize * 8) % (inline_max as usize + 1);
+                    let bytes: Vec<u8> = (0..size)
+                        .map(|b| (b as u32 ^ i ^ (lap << 5)) as u8)
+                        .collect();
+                    producer.post_inline(&bytes, size as u64, inline_max);
+                    expected.push(bytes);
+                }
+                while let Some(r) = ring.try_pop_into(&mut payload) {
+                    assert!(r.claims_inline());
+                    let at = r.inline_at.expect("an inline request within inline_max");
+                    let want = &expected[r.ticket as usize];
+                    assert_eq!(r.size as usize, want.len());
+                    assert_eq!(
+                        &payload[at..at + want.len()],
+                        &want[..],
+                        "ticket {}",
+                        r.ticket
+                    );
+                }
             }
-            while let Some(r) = ring.try_pop_into(&mut payload) {
-                assert!(r.claims_inline());
-                let at = r.inline_at.expect("an inline request within inline_max");
-                let want = &expected[r.ticket as usize];
-                assert_eq!(r.size as usize, want.len());
-                assert_eq!(&payload[at..at + want.len()], &want[..], "ticket {}", r.ticket);
-            }
+            assert_eq!(ring.consumed(), 3 * per_lap as u64);
         }
-        assert_eq!(ring.consumed(), 96);
     }
 
     #[test]

@@ -42,6 +42,8 @@
 //!   request ring (full nearly all the time), half as `write_notify`, half
 //!   as `write` then `notify` (153,600 requests): every payload and the
 //!   last notification of each thread arrive, none lost or doubled.
+//!   `full-ring-tcp`: the same over TCP through a 512-slot ring, every
+//!   payload inline in the ring (decision 0089).
 //! - `gpu-gpu-sms-held` (two GPUs): while a kernel holds every thread slot
 //!   of the writer's GPU, a window of 8 `write`s of 1 MiB into the other
 //!   GPU's segment (all but the first gathered for the copy engine's
@@ -82,7 +84,7 @@ use std::time::{Duration, Instant};
 type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const SKIP_CODE: i32 = 77;
-const CASES: [&str; 19] = [
+const CASES: [&str; 20] = [
     "no-driver",
     "host-gpu",
     "host-gpu-writer-copies",
@@ -97,6 +99,7 @@ const CASES: [&str; 19] = [
     "kernel-gpu-gpu-device-words",
     "ordering",
     "full-ring",
+    "full-ring-tcp",
     "host-gpu-tcp",
     "gpu-gpu-tcp",
     "gpu-gpu-device-words-tcp",
@@ -966,7 +969,14 @@ fn full_ring() -> Res {
     const BLOCKS: u32 = 8;
     const THREADS: u32 = 128;
     const PER_THREAD: u32 = 100;
-    const CAPACITY: u32 = 32;
+    // Over TCP the 8-byte payloads travel inline (decision 0089), through
+    // 512 slots: more than the server takes in one batch (256).
+    // GASPI_TEST_RING_CAPACITY: another ring size, to tell its effects apart.
+    let capacity: u32 = match std::env::var("GASPI_TEST_RING_CAPACITY") {
+        Ok(v) => v.parse()?,
+        Err(_) if over_tcp() => 512,
+        Err(_) => 32,
+    };
     let total = (BLOCKS * THREADS * PER_THREAD) as u64;
     let g = start(2)?;
     let me = g.rank().0;
@@ -979,9 +989,14 @@ fn full_ring() -> Res {
         let dctx = g.device_context_with(
             0,
             gaspi::gpu::DeviceContextOptions {
-                ring_capacity: CAPACITY,
+                ring_capacity: capacity,
                 force_ring: true,
-                ..Default::default()
+                // GASPI_TEST_RING_INLINE_MAX: another payload size (0:
+                // none), to tell the inline path from the rest.
+                ring_inline_max: match std::env::var("GASPI_TEST_RING_INLINE_MAX") {
+                    Ok(v) => v.parse()?,
+                    Err(_) => gaspi::gpu::DeviceContextOptions::default().ring_inline_max,
+                },
             },
         )?;
         let k = kernels(&dctx)?;
@@ -1008,8 +1023,10 @@ fn full_ring() -> Res {
                 .arg(&status)
                 .launch(cfg)?
         };
-        k.check("test_ring_flood")?;
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // Served everything within 40 s (before rank 0's barrier gives
+        // up), else say how far it got; only then wait for the kernel,
+        // which ends once the ring has served its last request.
+        let deadline = Instant::now() + Duration::from_secs(40);
         while dctx.ring_served() < requests && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -1017,19 +1034,26 @@ fn full_ring() -> Res {
         let (errors, last) = dctx.ring_errors();
         if dctx.ring_served() != requests || errors != 0 {
             return Err(format!(
-                "ring served {} of {requests} requests, {errors} refused (last: {last:?})",
-                dctx.ring_served()
+                "ring served {} of {requests} requests, {errors} refused (last: {last:?}); {:?}",
+                dctx.ring_served(),
+                dctx.ring_activity()
             )
             .into());
         }
+        k.check("test_ring_flood")?;
         g.barrier(Group::ALL, WAIT)?;
         let a = dctx.ring_activity();
         if a.served != requests || a.batches == 0 || a.batches > requests {
             return Err(format!("ring activity does not add up: {a:?}").into());
         }
+        // Every payload is a write of 8 bytes: over TCP each went inline.
+        if over_tcp() && a.inline != total && dctx.kernel_arg().ring_inline_max > 0 {
+            return Err(format!("{} of {total} payloads went inline over TCP", a.inline).into());
+        }
         println!(
-            "OK {requests} requests ({total} payloads) through a {CAPACITY}-slot ring ({:.2} M requests/s; \
-             {} batches of {:.1}, {} naps; issuing {:.0} ms, completing {:.0} ms, napping {:.0} ms)",
+            "OK {requests} requests ({total} payloads, {} inline) through a {capacity}-slot ring ({:.2} M \
+             requests/s; {} batches of {:.1}, {} naps; issuing {:.0} ms, completing {:.0} ms, napping {:.0} ms)",
+            a.inline,
             requests as f64 / secs / 1e6,
             a.batches,
             a.served as f64 / a.batches as f64,
@@ -1041,7 +1065,9 @@ fn full_ring() -> Res {
     } else {
         let seg = g.segment_create(SEG, total * 8, Memory::Host, Group::ALL, Timeout::Block)?;
         g.barrier(Group::ALL, WAIT)?;
-        g.barrier(Group::ALL, WAIT)?;
+        // Rank 1 compiles the kernels, then gives the ring 40 s and says
+        // how far it got: wait for it longer than that.
+        g.barrier(Group::ALL, Timeout::Ms(120_000))?;
         let words: Vec<u64> = seg.read_vec(0, total as usize)?;
         for t in 0..threads {
             for j in 0..PER_THREAD as u64 {

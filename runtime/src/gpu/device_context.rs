@@ -51,7 +51,11 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceContextOptions {
     /// Slots of the request ring (a power of two, 32 to 2^20); 0 for no
-    /// ring (then kernels can only reach directly mapped targets).
+    /// ring (then kernels can only reach directly mapped targets). The
+    /// default, 256, is the most the server takes in one batch: the ring
+    /// mostly carries requests to ranks on other hosts (on one host a GPU
+    /// usually maps every segment), whose sending, not the ring, limits
+    /// the rate (a flood over TCP: 0.26 M requests/s through 512 slots).
     pub ring_capacity: u32,
     /// Route every request to another rank through the ring, even where
     /// the GPU could store directly.
@@ -59,17 +63,21 @@ pub struct DeviceContextOptions {
     /// Bytes a write to a rank on another host may carry in the ring
     /// itself (a multiple of 128 up to 64 KiB; 0: none): the kernel copies
     /// them into pinned memory and the server sends them from there
-    /// instead of copying them out of GPU memory first. The ring's pinned
-    /// memory grows by `ring_capacity` times this.
+    /// instead of copying them out of GPU memory first (one thread's
+    /// `write_notify` only up to 4 KiB: alone it copies slower than the
+    /// copy engine beyond that). Where some route crosses a network, the
+    /// ring's pinned memory grows by `ring_capacity` times this: 16 MiB by
+    /// default. (With 1,024 slots of 64 KiB, 4 KiB writes took up to 1.4x
+    /// longer: the GPU's stores spread over 64 MiB of host memory.)
     pub ring_inline_max: u32,
 }
 
 impl Default for DeviceContextOptions {
     fn default() -> Self {
         DeviceContextOptions {
-            ring_capacity: 1024,
+            ring_capacity: 256,
             force_ring: false,
-            ring_inline_max: 4096,
+            ring_inline_max: 64 << 10,
         }
     }
 }
@@ -303,7 +311,11 @@ impl Gpu {
         let ring = if options.ring_capacity == 0 {
             None
         } else {
-            let (capacity, inline_max) = (options.ring_capacity, options.ring_inline_max);
+            // Payloads only where some route crosses a network: a job on
+            // one host pins nothing for them.
+            let network = descs.iter().any(|d| d.flags & SEGMENT_RING_INLINE != 0);
+            let capacity = options.ring_capacity;
+            let inline_max = if network { options.ring_inline_max } else { 0 };
             let memory = PinnedHostMemory::alloc(
                 device,
                 RequestRing::bytes_with_payload(capacity, inline_max),
