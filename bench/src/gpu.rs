@@ -50,7 +50,7 @@ pub fn two_gpus(bench: &str) -> Result<u32, Vec<Record>> {
 
 /// The device contexts' options: the runtime's defaults, but for
 /// `GASPI_BENCH_RING_INLINE_MAX` (bytes a write to another host may carry
-/// in the request ring, decision 0089; 0 turns the inline path off, for an
+/// in the request ring, decision 0093; 0 turns the inline path off, for an
 /// A/B of it in one build).
 fn device_context_options() -> Res<gaspi::gpu::DeviceContextOptions> {
     let mut options = gaspi::gpu::DeviceContextOptions::default();

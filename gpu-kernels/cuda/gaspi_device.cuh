@@ -60,7 +60,7 @@ typedef unsigned long long gaspi_u64;
 #define GASPI_RING_FLAG_INLINE 1u
 // Descriptor flag (device_ctx.rs: SEGMENT_RING_INLINE): ring requests to
 // this segment cross a network transport; a write of at most
-// ctx.ring_inline_max bytes carries its bytes in the ring (decision 0089).
+// ctx.ring_inline_max bytes carries its bytes in the ring (decision 0093).
 #define GASPI_SEGMENT_RING_INLINE 1u
 
 // Value that stops the example kernels (device_ctx.rs: STOP_VALUE).
@@ -849,7 +849,7 @@ __device__ inline void gaspi_copy_alone(unsigned char* dst, const unsigned char*
     for (gaspi_u64 i = done; i < size; ++i) dst[i] = src[i];
 }
 
-// Inline ring requests (decision 0089, UCX's *inline* protocol). A write
+// Inline ring requests (decision 0093, UCX's *inline* protocol). A write
 // to a segment whose ring route crosses a network transport
 // (GASPI_SEGMENT_RING_INLINE) of at most ctx.ring_inline_max bytes copies
 // its source into its ticket's payload, host-mapped memory after the ring's

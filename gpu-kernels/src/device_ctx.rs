@@ -37,7 +37,7 @@ pub struct SegmentDesc {
 /// requests to this segment cross a network transport, so a write of at
 /// most [`DeviceCtx::ring_inline_max`] bytes may carry its bytes in the
 /// ring (the CPU sends them from pinned memory, no copy out of the GPU;
-/// decision 0089).
+/// decision 0093).
 pub const SEGMENT_RING_INLINE: u32 = 1;
 
 impl SegmentDesc {

@@ -48,7 +48,7 @@
 //! Zeroed memory is a valid empty ring: `seq == 0` never equals `t + 1`.
 //! A stale `seq` of the previous lap (`t + 1 - capacity`) never does either.
 //!
-//! Inline requests (UCX's *inline* protocol, decision 0089). A ring may
+//! Inline requests (UCX's *inline* protocol, decision 0093). A ring may
 //! carry a payload area after its slots: one payload of `inline_max`
 //! bytes per slot (in the header; 0: none). A producer whose write goes
 //! over a network transport (the runtime marks such table entries with

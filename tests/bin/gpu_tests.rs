@@ -43,7 +43,7 @@
 //!   as `write` then `notify` (153,600 requests): every payload and the
 //!   last notification of each thread arrive, none lost or doubled.
 //!   `full-ring-tcp`: the same over TCP through a 512-slot ring, every
-//!   payload inline in the ring (decision 0089).
+//!   payload inline in the ring (decision 0093).
 //! - `gpu-gpu-sms-held` (two GPUs): while a kernel holds every thread slot
 //!   of the writer's GPU, a window of 8 `write`s of 1 MiB into the other
 //!   GPU's segment (all but the first gathered for the copy engine's
@@ -685,7 +685,7 @@ fn kernel_gpu_gpu(n: u32, placement: NotificationPlacement) -> Res {
     if over_tcp() && me == 0 && ring.inline == 0 {
         // Rank 0 sends 0 - 256 bytes in some rounds (and 32 - 64 KiB,
         // staged, in others): the small ones travel in the ring
-        // (decision 0089).
+        // (decision 0093).
         return Err(format!(
             "over TCP the ring served {} requests, none inline",
             ring.served
@@ -969,7 +969,7 @@ fn full_ring() -> Res {
     const BLOCKS: u32 = 8;
     const THREADS: u32 = 128;
     const PER_THREAD: u32 = 100;
-    // Over TCP the 8-byte payloads travel inline (decision 0089), through
+    // Over TCP the 8-byte payloads travel inline (decision 0093), through
     // 512 slots: more than the server takes in one batch (256).
     // GASPI_TEST_RING_CAPACITY: another ring size, to tell its effects apart.
     let capacity: u32 = match std::env::var("GASPI_TEST_RING_CAPACITY") {

@@ -26,7 +26,7 @@
 //! counter, which `gaspi_ring_quiet` on the device waits for. A small
 //! write to a rank on another host arrives *inline*: the kernel copied its
 //! bytes into the ring's payload area (host-mapped), and the server sends
-//! them from there, with no copy out of GPU memory (decision 0089). The mio
+//! them from there, with no copy out of GPU memory (decision 0093). The mio
 //! progress engine cannot serve the ring itself: it sleeps in `epoll`,
 //! which a GPU store cannot interrupt (decision 0010).
 
