@@ -879,6 +879,16 @@ __device__ __forceinline__ unsigned char* gaspi_ring_payload(const gaspi_device_
            (ticket & (gaspi_u64)(ctx.ring_capacity - 1u)) * (gaspi_u64)ctx.ring_inline_max;
 }
 
+// Publishes the inline write along `w` of `ticket`, whose payload is
+// written (and, by other threads, fenced before this).
+__device__ __forceinline__ void gaspi_ring_publish_inline(const gaspi_device_ctx& ctx, gaspi_u64 ticket, gaspi_u32 op,
+                                                          const gaspi_write_route& w, gaspi_u64 local_off,
+                                                          gaspi_u64 remote_off, gaspi_u64 size, gaspi_u32 id,
+                                                          gaspi_u32 value) {
+    gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id, value,
+                       GASPI_RING_FLAG_INLINE);
+}
+
 // An inline request posted by one thread (gaspi_ring_inline holds). Its
 // own payload stores come before the slot's release store.
 __device__ inline int gaspi_ring_post_inline_thread(const gaspi_device_ctx& ctx, gaspi_u32 op,
@@ -888,8 +898,7 @@ __device__ inline int gaspi_ring_post_inline_thread(const gaspi_device_ctx& ctx,
     const gaspi_u64 ticket = gaspi_ring_reserve(ctx);
     unsigned char* payload = gaspi_ring_payload(ctx, ticket);
     gaspi_copy_alone(payload, src, size);
-    gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id, value,
-                       GASPI_RING_FLAG_INLINE);
+    gaspi_ring_publish_inline(ctx, ticket, op, w, local_off, remote_off, size, id, value);
     return GASPI_DEV_SUCCESS;
 }
 
@@ -914,8 +923,7 @@ __device__ inline int gaspi_ring_post_inline_warp(const gaspi_device_ctx& ctx, g
     __syncwarp();
     if (lane == 0u) {
         gaspi_fence_acq_rel();
-        gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id,
-                           value, GASPI_RING_FLAG_INLINE);
+        gaspi_ring_publish_inline(ctx, ticket, op, w, local_off, remote_off, size, id, value);
     }
     return GASPI_DEV_SUCCESS;
 }
@@ -941,8 +949,7 @@ __device__ inline int gaspi_ring_post_inline_block(const gaspi_device_ctx& ctx, 
     __syncthreads();
     if (t == 0u) {
         gaspi_fence_acq_rel();
-        gaspi_ring_publish(ctx, ticket, op, w.rank, w.local_seg, local_off, w.remote_seg, remote_off, size, id,
-                           value, GASPI_RING_FLAG_INLINE);
+        gaspi_ring_publish_inline(ctx, ticket, op, w, local_off, remote_off, size, id, value);
     }
     return GASPI_DEV_SUCCESS;
 }
