@@ -141,6 +141,15 @@ fn default_sizes(from: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The sizes asked for, or `default` when none were.
+fn or_default(sizes: &[u64], default: Vec<u64>) -> Vec<u64> {
+    if sizes.is_empty() {
+        default
+    } else {
+        sizes.to_vec()
+    }
+}
+
 /// Round trips per size: 256 MiB worth, between 128 and 16384 (as the MPI peer).
 fn iters_for(size: u64, quick: bool) -> u64 {
     let i = ((256u64 << 20) / size).clamp(SAMPLES, 16384);
@@ -165,29 +174,17 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
         Cmd::Floor => floor::floor_records(cli.quick),
         Cmd::Pingpong { sizes } => {
             let g = start(2)?;
-            let sizes = if sizes.is_empty() {
-                default_sizes(8)
-            } else {
-                sizes.clone()
-            };
+            let sizes = or_default(sizes, default_sizes(8));
             pingpong(&g, &sizes, cli.quick)?
         }
         Cmd::WriteBw { sizes } => {
             let g = start(2)?;
-            let sizes = if sizes.is_empty() {
-                default_sizes(4096)
-            } else {
-                sizes.clone()
-            };
+            let sizes = or_default(sizes, default_sizes(4096));
             write_bw(&g, &sizes, cli.quick)?
         }
         Cmd::ReadBw { sizes } => {
             let g = start(2)?;
-            let sizes = if sizes.is_empty() {
-                default_sizes(4096)
-            } else {
-                sizes.clone()
-            };
+            let sizes = or_default(sizes, default_sizes(4096));
             read_bw(&g, &sizes, cli.quick)?
         }
         Cmd::NotifyRate => {
@@ -225,22 +222,14 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
         } => match gpu::two_gpus("gpu-pingpong") {
             Err(skip) => skip,
             Ok(n) => {
-                let sizes = if sizes.is_empty() {
-                    vec![8, 4096, 65536]
-                } else {
-                    sizes.clone()
-                };
+                let sizes = or_default(sizes, vec![8, 4096, 65536]);
                 gpu::gpu_pingpong(&start(2)?, n, &sizes, *device_driven, cli.quick)?
             }
         },
         Cmd::HostGpuBw { sizes } => match gpu::gpus("host-gpu-bw") {
             Err(skip) => skip,
             Ok(_) => {
-                let sizes = if sizes.is_empty() {
-                    vec![1 << 20, 4 << 20, 16 << 20, 64 << 20]
-                } else {
-                    sizes.clone()
-                };
+                let sizes = or_default(sizes, vec![1 << 20, 4 << 20, 16 << 20, 64 << 20]);
                 gpu::host_gpu_bw(&start(2)?, &sizes, cli.quick)?
             }
         },
@@ -250,11 +239,10 @@ fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
         } => match gpu::two_gpus("gpu-bw") {
             Err(skip) => skip,
             Ok(n) => {
-                let sizes = if sizes.is_empty() {
-                    vec![8, 4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
-                } else {
-                    sizes.clone()
-                };
+                let sizes = or_default(
+                    sizes,
+                    vec![8, 4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
+                );
                 gpu::gpu_bw(&start(2)?, n, &sizes, *device_driven, cli.quick)?
             }
         },
