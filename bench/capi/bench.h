@@ -79,6 +79,44 @@ static inline long agree_iters (double seconds, long probe, long lo, long hi)
   return agreed;
 }
 
+/* One timed step of a benchmark (its argument: what to do). */
+typedef void (*bench_step) (void *arg);
+
+/* Rank 0 runs `step` in BATCHES timed batches, after a warm-up pass and a
+   timed probe of 4 steps that sizes the batches (agree_iters, 4 to 20000
+   steps); us[b] is then the microseconds per request of batch b, a step
+   making `per_step` requests. Every rank calls it (the sizing is agreed);
+   only rank 0 steps. Returns the steps per batch. */
+static inline long timed_batches (gaspi_rank_t rank, bench_step step, void *arg, int per_step,
+                                  double *us)
+{
+  long steps;
+  if (rank == 0)
+    {
+      long probe = 4;
+      double t = 0; /* the second pass is timed: the first warms up */
+      for (int pass = 0; pass < 2; pass++)
+        {
+          t = now_s ();
+          for (long w = 0; w < probe; w++)
+            step (arg);
+        }
+      steps = agree_iters (now_s () - t, probe, 4, 20000);
+    }
+  else
+    steps = agree_iters (0, 1, 4, 4);
+  if (rank == 0)
+    for (int b = 0; b <= BATCHES; b++)
+      {
+        double t0 = now_s ();
+        for (long w = 0; w < steps; w++)
+          step (arg);
+        if (b > 0)
+          us[b - 1] = (now_s () - t0) * 1e6 / (double) (steps * per_step);
+      }
+  return steps;
+}
+
 /* Prints one point: per-batch microseconds per operation in us[]. */
 static inline void report (const char *bench, unsigned long size, double *us, long iters)
 {

@@ -18,15 +18,23 @@
 static const gaspi_size_t RSIZES[] = { 8, 4096, 65536, 1048576, 4194304 };
 #define NRSIZES ((int) (sizeof RSIZES / sizeof RSIZES[0]))
 
-/* One step of `kind`: `n` requests of `size` bytes on queue 0, then wait. */
-static void step (int read, int n, gaspi_rank_t peer, gaspi_size_t size)
+/* One step: `n` requests of `size` bytes on queue 0, then wait. */
+struct rw_step
 {
-  for (int i = 0; i < n; i++)
+  int read, n;
+  gaspi_rank_t peer;
+  gaspi_size_t size;
+};
+
+static void step (void *arg)
+{
+  const struct rw_step *s = arg;
+  for (int i = 0; i < s->n; i++)
     {
-      if (read)
-        OK (gaspi_read (0, MAX_SIZE, peer, 0, 0, size, 0, GASPI_BLOCK));
+      if (s->read)
+        OK (gaspi_read (0, MAX_SIZE, s->peer, 0, 0, s->size, 0, GASPI_BLOCK));
       else
-        OK (gaspi_write (0, MAX_SIZE, peer, 0, 0, size, 0, GASPI_BLOCK));
+        OK (gaspi_write (0, MAX_SIZE, s->peer, 0, 0, s->size, 0, GASPI_BLOCK));
     }
   OK (gaspi_wait (0, GASPI_BLOCK));
 }
@@ -42,39 +50,13 @@ int main (void)
   for (int si = 0; si < NRSIZES; si++)
     for (int k = 0; k < 4; k++)
       {
-        gaspi_size_t size = RSIZES[si];
-        int read = k % 2 == 0, n = k < 2 ? 1 : WINDOW;
+        struct rw_step st = { k % 2 == 0, k < 2 ? 1 : WINDOW, peer, RSIZES[si] };
         OK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
         double us[BATCHES];
-        long steps = 1;
-        if (rank == 0)
-          {
-            long probe = 4;
-            double t = 0; /* the second pass is timed: the first warms up */
-            for (int pass = 0; pass < 2; pass++)
-              {
-                t = now_s ();
-                for (long w = 0; w < probe; w++)
-                  step (read, n, peer, size);
-              }
-            steps = agree_iters (now_s () - t, probe, 4, 20000);
-          }
-        else
-          steps = agree_iters (0, 1, 4, 4);
-        if (rank == 0)
-          {
-            for (int b = 0; b <= BATCHES; b++)
-              {
-                double t0 = now_s ();
-                for (long w = 0; w < steps; w++)
-                  step (read, n, peer, size);
-                if (b > 0)
-                  us[b - 1] = (now_s () - t0) * 1e6 / (double) (steps * n);
-              }
-          }
+        long steps = timed_batches (rank, step, &st, st.n, us);
         OK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
         if (rank == 0)
-          report (names[k], (unsigned long) size, us, steps * n);
+          report (names[k], (unsigned long) st.size, us, steps * st.n);
       }
   OK (gaspi_proc_term (GASPI_BLOCK));
   return 0;

@@ -10,6 +10,21 @@
 #define WINDOW 16
 #define MAX_SIZE (1UL << 20)
 
+/* One window of WINDOW writes of `size` bytes to `peer`, then wait. */
+struct window
+{
+  gaspi_rank_t peer;
+  gaspi_size_t size;
+};
+
+static void write_window (void *arg)
+{
+  const struct window *w = arg;
+  for (int i = 0; i < WINDOW; i++)
+    OK (gaspi_write (0, MAX_SIZE, w->peer, 0, 0, w->size, 0, GASPI_BLOCK));
+  OK (gaspi_wait (0, GASPI_BLOCK));
+}
+
 int main (void)
 {
   gaspi_rank_t rank;
@@ -20,42 +35,10 @@ int main (void)
   for (int si = 0; si < NSIZES; si++)
     {
       gaspi_size_t size = SIZES[si];
+      struct window win = { peer, size };
       OK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
       double us[BATCHES];
-      long windows = 1;
-      if (rank == 0)
-        {
-          long probe = 4;
-          double t = 0; /* the second pass is timed: the first warms up */
-          for (int pass = 0; pass < 2; pass++)
-            {
-              t = now_s ();
-              for (long w = 0; w < probe; w++)
-                {
-                  for (int i = 0; i < WINDOW; i++)
-                    OK (gaspi_write (0, MAX_SIZE, peer, 0, 0, size, 0, GASPI_BLOCK));
-                  OK (gaspi_wait (0, GASPI_BLOCK));
-                }
-            }
-          windows = agree_iters (now_s () - t, probe, 4, 20000);
-        }
-      else
-        windows = agree_iters (0, 1, 4, 4);
-      if (rank == 0)
-        {
-          for (int b = 0; b <= BATCHES; b++)
-            {
-              double t0 = now_s ();
-              for (long w = 0; w < windows; w++)
-                {
-                  for (int i = 0; i < WINDOW; i++)
-                    OK (gaspi_write (0, MAX_SIZE, peer, 0, 0, size, 0, GASPI_BLOCK));
-                  OK (gaspi_wait (0, GASPI_BLOCK));
-                }
-              if (b > 0)
-                us[b - 1] = (now_s () - t0) * 1e6 / (double) (windows * WINDOW);
-            }
-        }
+      long windows = timed_batches (rank, write_window, &win, WINDOW, us);
       OK (gaspi_barrier (GASPI_GROUP_ALL, GASPI_BLOCK));
       if (rank == 0)
         {
