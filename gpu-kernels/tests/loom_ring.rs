@@ -12,8 +12,11 @@
 //! `completed` (acquire) before the source buffer is reused. The slots and
 //! the source buffers are loom cells: a field read before it is published,
 //! or a buffer reused while the engine still reads it, is a race loom
-//! reports. The real ring lives in pinned memory written by a GPU, which
-//! loom cannot instrument; change both together.
+//! reports. Inline requests (decision 0093) carry their data in the
+//! slot's payload, written before `seq` and copied out by the engine
+//! before it moves `tail`; their source may be reused at once. The real
+//! ring lives in pinned memory written by a GPU, which loom cannot
+//! instrument; change both together.
 #![cfg(feature = "loom")]
 
 use loom::cell::UnsafeCell;
@@ -29,7 +32,12 @@ struct Slot {
     seq: AtomicU64,
     /// The request's fields (one stands for all).
     fields: UnsafeCell<u64>,
+    /// The slot's payload (an inline request's data).
+    payload: UnsafeCell<u64>,
 }
+
+/// The flag bit of `fields` that stands for `FLAG_INLINE`.
+const INLINE: u64 = 1 << 63;
 
 struct Ring {
     head: AtomicU64,
@@ -49,6 +57,7 @@ impl Ring {
         let slot = || Slot {
             seq: AtomicU64::new(0),
             fields: UnsafeCell::new(0),
+            payload: UnsafeCell::new(0),
         };
         Ring {
             head: AtomicU64::new(0),
@@ -75,6 +84,24 @@ impl Ring {
         ticket
     }
 
+    /// An inline post (`gaspi_ring_post_inline_thread`): the data from
+    /// `sources[me]` goes into the slot's payload before `seq`; returns
+    /// the ticket. The source may be reused when it returns.
+    fn post_inline(&self, me: usize, data: u64) -> u64 {
+        self.sources[me].with_mut(|p| unsafe { *p = data });
+        let ticket = self.head.fetch_add(1, Ordering::Relaxed);
+        while ticket - self.tail.load(Ordering::Acquire) >= CAPACITY {
+            loom::thread::yield_now();
+        }
+        let slot = &self.slots[(ticket % CAPACITY) as usize];
+        let bytes = self.sources[me].with(|p| unsafe { *p });
+        slot.payload.with_mut(|p| unsafe { *p = bytes });
+        slot.fields
+            .with_mut(|p| unsafe { *p = INLINE | (me as u64) << 32 | ticket });
+        slot.seq.store(ticket + 1, Ordering::Release);
+        ticket
+    }
+
     /// `gaspi_ring_quiet`: waits until the engine is done with `ticket`'s
     /// source data; the buffer may be reused after it.
     fn quiet(&self, ticket: u64) {
@@ -83,7 +110,8 @@ impl Ring {
         }
     }
 
-    /// `RequestRing::try_pop`, then the engine reads the source data.
+    /// `RequestRing::try_pop_into`, then the engine reads the source data
+    /// (an inline request's from the copy taken before `tail` moved).
     fn try_pop(&self) -> Option<(u64, usize, u64)> {
         let ticket = self.tail.load(Ordering::Relaxed);
         let slot = &self.slots[(ticket % CAPACITY) as usize];
@@ -91,14 +119,18 @@ impl Ring {
             return None;
         }
         let fields = slot.fields.with(|p| unsafe { *p });
+        let inline = (fields & INLINE != 0).then(|| slot.payload.with(|p| unsafe { *p }));
         self.tail.store(ticket + 1, Ordering::Release);
         assert_eq!(
             fields & 0xFFFF_FFFF,
             ticket,
             "the slot holds its own ticket's request"
         );
-        let who = (fields >> 32) as usize;
-        let data = self.sources[who].with(|p| unsafe { *p });
+        let who = ((fields & !INLINE) >> 32) as usize;
+        let data = match inline {
+            Some(bytes) => bytes,
+            None => self.sources[who].with(|p| unsafe { *p }),
+        };
         Some((ticket, who, data))
     }
 
@@ -219,5 +251,58 @@ fn loom_a_slot_freed_before_it_is_read_is_a_race() {
         for p in producers {
             p.join().unwrap();
         }
+    });
+}
+
+/// Inline requests through a ring of one slot: the producer reuses its
+/// source at once after each post (no `quiet`), and the second post wraps
+/// the ring and writes the same payload again. The engine gets each
+/// request's own data; a payload read after `tail` moved, or a source
+/// read by the engine, would be a race loom reports.
+#[test]
+fn loom_inline_payloads_need_no_quiet() {
+    model(
+        "GPU ring: 2 inline requests, 1 slot, sources reused at once",
+        || {
+            let ring = Arc::new(Ring::new());
+            let r = ring.clone();
+            let producer = loom::thread::spawn(move || {
+                r.post_inline(0, 10);
+                r.sources[0].with_mut(|p| unsafe { *p = 99 });
+                r.post_inline(0, 11);
+                r.sources[0].with_mut(|p| unsafe { *p = 98 });
+            });
+            let got = engine(&ring, 2);
+            producer.join().unwrap();
+            assert_eq!(got, vec![(0, 10), (0, 11)], "each request's own data");
+        },
+    );
+}
+
+/// The mutant whose engine copies the payload after moving `tail`: the
+/// wrapping producer writes it meanwhile, which loom reports (the model
+/// can fail).
+#[test]
+#[should_panic]
+fn loom_a_payload_read_after_the_tail_moved_is_a_race() {
+    loom::model(|| {
+        let ring = Arc::new(Ring::new());
+        let r = ring.clone();
+        let producer = loom::thread::spawn(move || {
+            r.post_inline(0, 10);
+            r.post_inline(1, 11);
+        });
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let ticket = ring.tail.load(Ordering::Relaxed);
+            let slot = &ring.slots[(ticket % CAPACITY) as usize];
+            if slot.seq.load(Ordering::Acquire) != ticket + 1 {
+                loom::thread::yield_now();
+                continue;
+            }
+            ring.tail.store(ticket + 1, Ordering::Release);
+            got.push(slot.payload.with(|p| unsafe { *p }));
+        }
+        producer.join().unwrap();
     });
 }
