@@ -425,6 +425,18 @@ fn no_driver() -> Res {
     if !matches!(d, Err(Error::Gpu(_))) {
         return Err(format!("device_context({device}) gave {d:?}").into());
     }
+    // A ring payload that is not whole 128-byte lines up to 64 KiB is
+    // refused with or without CUDA (decision 0093).
+    for bad in [100, 128 * 513] {
+        let options = gaspi::gpu::DeviceContextOptions {
+            ring_inline_max: bad,
+            ..Default::default()
+        };
+        let d = g.device_context_with(0, options);
+        if !matches!(d, Err(Error::Ring(gaspi::kernels::RingError::BadInline(b))) if b == bad) {
+            return Err(format!("device_context with ring_inline_max {bad} gave {d:?}").into());
+        }
+    }
     g.term()?;
     println!("OK the documented errors, nothing created");
     Ok(())

@@ -237,6 +237,13 @@ impl Gpu {
         device: u32,
         options: DeviceContextOptions,
     ) -> Result<DeviceContext> {
+        // A bad payload size is refused whether or not a route would use it.
+        let inline_max = options.ring_inline_max;
+        if inline_max > gaspi_gpu_kernels::ring::RING_INLINE_LIMIT
+            || !(inline_max as usize).is_multiple_of(gaspi_gpu_kernels::ring::RING_LINE)
+        {
+            return Err(gaspi_gpu_kernels::RingError::BadInline(inline_max).into());
+        }
         let ctx = GpuContext::new(device)?;
         let snapshot: Tables = (*self.base.tables.load()).clone();
         let nseg = self.base.config.segment_max as usize;
