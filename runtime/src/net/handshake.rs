@@ -165,12 +165,19 @@ impl Pending {
 /// Puts them in `done` in the order they completed, streams still
 /// non-blocking; on an error (the deadline passed) `done` holds those
 /// accepted so far, for the caller to tell why the start-up ends.
+///
+/// At most `max_pending` handshakes are pending at once (at least
+/// [`MAX_PENDING`]); a connection beyond them evicts the oldest. Rank 0's
+/// rendezvous passes the number of ranks still to come: every rank of a
+/// large job may be at its door at once (1,023 within a second under
+/// `srun`), and evicting ranks the job is waiting for fails them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     listener: &TcpListener,
     key: &[u8],
     purpose: &str,
     want: usize,
+    max_pending: usize,
     deadline: Instant,
     what: &str,
     mut admit: impl FnMut(&T) -> Result<()>,
@@ -179,6 +186,7 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("configuring a listener", e))?;
+    let max_pending = max_pending.max(MAX_PENDING);
     let mut pending: Vec<Pending> = Vec::new();
     // A flood of strangers costs a few lines and a count (decision 0034).
     let mut dropped =
@@ -255,10 +263,10 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
         loop {
             match listener.accept() {
                 Ok((s, _)) => {
-                    if pending.len() >= MAX_PENDING {
+                    if pending.len() >= max_pending {
                         let old = pending.remove(0);
                         dropped.warn(format_args!(
-                            "{what}: {MAX_PENDING} handshakes pending; dropped the oldest, from {}",
+                            "{what}: {max_pending} handshakes pending; dropped the oldest, from {}",
                             old.peer
                         ));
                     }
