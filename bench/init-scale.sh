@@ -28,7 +28,9 @@
 # libfabric in every process and spin; see BENCHMARKS.md); SLURM_CPUS
 # (the Slurm node's CPU count, default 1024: `srun -O` still needs
 # MaxTasksPerNode, set in tests/slurm/slurm.conf.in);
-# GASPI_INIT_TIMEOUT_MS (passed to the ranks; 1,024 ranks on 2 loaded
+# MPI_ROUNDS (rounds of the "mpi" variants, the first ones of ROUNDS;
+# default ROUNDS: Open MPI's start-up of 1,024 processes on 2 cores takes
+# many minutes); GASPI_INIT_TIMEOUT_MS (passed to the ranks; 1,024 ranks on 2 loaded
 # cores can need more than the default 60 s).
 #
 # Build: cargo build --release -p gaspi-bench --features pmix
@@ -49,6 +51,7 @@ JOB_TIMEOUT=${JOB_TIMEOUT:-300}
 VARIANTS=${VARIANTS:-"tree star tree-mpirun pmix-mpirun mpi"}
 MPI_OPTS=${MPI_OPTS:---mca pml ob1 --mca btl self,tcp --mca mpi_yield_when_idle 1 --mca mtl ^ofi,psm,psm2 --mca osc ^ucx,pt2pt --mca coll ^hcoll}
 SLURM_CPUS=${SLURM_CPUS:-1024}
+MPI_ROUNDS=${MPI_ROUNDS:-$ROUNDS}
 OUT=target/bench-peers/init-scale
 mkdir -p "$OUT"
 B=target/release
@@ -126,7 +129,7 @@ for n in "${SIZES[@]}"; do
                 run pmix-mpirun "$n" "$round" "${MPIRUN[@]}" -x GASPI_BOOTSTRAP=pmix -np "$n" $B/gaspi-bench --json init
                 ;;
             mpi)
-                [ $HAVE_MPI = 1 ] || continue
+                [ $HAVE_MPI = 1 ] && [ "$round" -le "$MPI_ROUNDS" ] || continue
                 # shellcheck disable=SC2086 # MPI_OPTS is a list of options
                 run mpi "$n" "$round" "${MPIRUN[@]}" $MPI_OPTS -np "$n" "$OUT/mpi_init"
                 ;;
@@ -139,7 +142,7 @@ for n in "${SIZES[@]}"; do
                     $B/gaspi-bench --json init
                 ;;
             mpi-srun)
-                [ $HAVE_MPI = 1 ] && [ ${#SRUN[@]} -gt 0 ] || continue
+                [ $HAVE_MPI = 1 ] && [ ${#SRUN[@]} -gt 0 ] && [ "$round" -le "$MPI_ROUNDS" ] || continue
                 run mpi-srun "$n" "$round" "${SRUN[@]}" -n "$n" env "${MPI_ENV[@]}" "$OUT/mpi_init"
                 ;;
             esac

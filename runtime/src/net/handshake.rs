@@ -289,3 +289,54 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    /// More ranks than [`MAX_PENDING`] at the door at once (as under
+    /// `srun`, which starts every task within a second), none answering
+    /// its challenge until all have connected: with a cap as large as the
+    /// burst, every one is admitted and none is evicted.
+    #[test]
+    fn a_burst_of_more_than_max_pending_is_admitted_whole_under_a_cap_as_large() {
+        let n = MAX_PENDING + 36;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
+        let addr = listener.local_addr().expect("its address");
+        let key = vec![7u8; 32];
+        let connected = Arc::new(Barrier::new(n));
+        let clients: Vec<_> = (0..n as u32)
+            .map(|i| {
+                let (key, connected) = (key.clone(), connected.clone());
+                std::thread::spawn(move || -> Result<()> {
+                    let mut s = TcpStream::connect(addr).map_err(|e| Error::io("connecting", e))?;
+                    connected.wait();
+                    auth::answer(&mut s, &key, "burst", &i)
+                })
+            })
+            .collect();
+        let mut done: Vec<(TcpStream, u32)> = Vec::new();
+        let mut seen = vec![false; n];
+        accept_authenticated(
+            &listener,
+            &key,
+            "burst",
+            n,
+            n,
+            Instant::now() + Duration::from_secs(60),
+            "the burst",
+            |&i: &u32| {
+                assert!(!seen[i as usize], "{i} admitted twice");
+                seen[i as usize] = true;
+                Ok(())
+            },
+            &mut done,
+        )
+        .expect("every client of the burst proves the key");
+        assert_eq!(done.len(), n);
+        for c in clients {
+            c.join().expect("client thread").expect("client answered");
+        }
+    }
+}
