@@ -26,7 +26,8 @@ fn ring_with_rank0_stopped(job: Job, ranks: u32) -> Outcome {
     let job = job.args(&["ring", "--rounds", "3", "--expect-size", &ranks.to_string()]);
     let tag = job.tag.clone();
     let running = job.spawn();
-    let Some(pid) = gaspi_tests::process_with_env(&tag, "GASPI_RANK=0", Duration::from_secs(20)) else {
+    let Some(pid) = gaspi_tests::process_with_env(&tag, "GASPI_RANK=0", Duration::from_secs(20))
+    else {
         panic!("rank 0 of the job never appeared");
     };
     let pid = nix::unistd::Pid::from_raw(pid as i32);
