@@ -100,7 +100,7 @@ run() { # variant n round command...
     local t0 t1 line load
     load=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(date +%s.%N)
-    if line=$(timeout "$JOB_TIMEOUT" "$@" 2>"$OUT/$variant-$n-$round.err" | grep '^{' | tail -1); then :; fi
+    if line=$(timeout -k 30 "$JOB_TIMEOUT" "$@" 2>"$OUT/$variant-$n-$round.err" | grep '^{' | tail -1); then :; fi
     t1=$(date +%s.%N)
     if [ -z "$line" ]; then
         line="{\"bench\":\"init\",\"ranks\":$n,\"note\":\"failed or timed out; see $OUT/$variant-$n-$round.err\"}"
