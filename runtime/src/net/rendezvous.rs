@@ -407,7 +407,8 @@ pub(crate) fn exchange_endpoints(
             &info.job_key,
             RENDEZVOUS,
             n - 1,
-            // Every other rank may be at the door at once.
+            // Every other rank may be at the door at once (srun starts
+            // them all within a second; decision 0089).
             n - 1,
             deadline,
             "the other ranks at the rendezvous",
