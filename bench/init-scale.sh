@@ -8,18 +8,29 @@
 # ("pmix-mpirun": endpoints through the PMIx server of Open MPI's daemon,
 # decision 0084; needs gaspi-bench built with --features pmix), and Open
 # MPI's MPI_Init + MPI_Finalize of as many processes under mpirun
-# (bench/peers/mpi_init.c, "mpi", with MPI_OPTS), interleaved, ROUNDS
-# rounds each.
+# (bench/peers/mpi_init.c, "mpi", with MPI_OPTS); and the same three under
+# Slurm's `srun --mpi=pmix` ("pmix-srun", "tree-srun": our own rendezvous
+# from Slurm's variables, "mpi-srun": MPI_OPTS as OMPI_MCA_* variables),
+# on a slurmctld + slurmd this script starts (bench/slurm-node.sh, the
+# tests' configuration with a node of SLURM_CPUS CPUs); interleaved,
+# ROUNDS rounds each. Every JSON line carries the 1-minute load average
+# at the job's start ("load").
 #
 #   bench/init-scale.sh [SIZE...]        (default: 64 256 1024)
 #
 # Environment: ROUNDS (default 3); STAR_MAX (largest size the star runs at,
 # default 1024); JOB_TIMEOUT (seconds per job, default 300); VARIANTS
-# (default "tree star tree-mpirun pmix-mpirun mpi"); MPI_OPTS (extra mpirun
-# options of the "mpi" variant, default "--mca btl self,vader
-# --mca mpi_yield_when_idle 1": on 2 cores Open MPI's processes spin in
-# MPI_Init's fence and the TCP BTL's start-up; see docs/startup-model.md);
-# GASPI_INIT_TIMEOUT_MS (passed to the ranks; 1,024 ranks on 2 loaded
+# (default "tree star tree-mpirun pmix-mpirun mpi"; add "pmix-srun
+# tree-srun mpi-srun" for Slurm); MPI_OPTS (extra options of the "mpi"
+# variants, `--mca NAME VALUE` pairs, default "--mca pml ob1 --mca btl
+# self,tcp --mca mpi_yield_when_idle 1 --mca mtl ^ofi,psm,psm2 --mca osc
+# ^ucx,pt2pt --mca coll ^hcoll": Open MPI's defaults probe UCX and
+# libfabric in every process and spin; see BENCHMARKS.md); SLURM_CPUS
+# (the Slurm node's CPU count, default 1024: `srun -O` still needs
+# MaxTasksPerNode, set in tests/slurm/slurm.conf.in);
+# MPI_ROUNDS (rounds of the "mpi" variants, the first ones of ROUNDS;
+# default ROUNDS: Open MPI's start-up of 1,024 processes on 2 cores takes
+# many minutes); GASPI_INIT_TIMEOUT_MS (passed to the ranks; 1,024 ranks on 2 loaded
 # cores can need more than the default 60 s).
 #
 # Build: cargo build --release -p gaspi-bench --features pmix
@@ -38,7 +49,9 @@ ROUNDS=${ROUNDS:-3}
 STAR_MAX=${STAR_MAX:-1024}
 JOB_TIMEOUT=${JOB_TIMEOUT:-300}
 VARIANTS=${VARIANTS:-"tree star tree-mpirun pmix-mpirun mpi"}
-MPI_OPTS=${MPI_OPTS:---mca btl self,vader --mca mpi_yield_when_idle 1}
+MPI_OPTS=${MPI_OPTS:---mca pml ob1 --mca btl self,tcp --mca mpi_yield_when_idle 1 --mca mtl ^ofi,psm,psm2 --mca osc ^ucx,pt2pt --mca coll ^hcoll}
+SLURM_CPUS=${SLURM_CPUS:-1024}
+MPI_ROUNDS=${MPI_ROUNDS:-$ROUNDS}
 OUT=target/bench-peers/init-scale
 mkdir -p "$OUT"
 B=target/release
@@ -59,18 +72,41 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 ulimit -n 65536 2>/dev/null || true
 RESULTS=${RESULTS:-$OUT/results-$(date +%Y%m%d-%H%M%S).jsonl}
 : >"$RESULTS"
+SRUN=()
+if [[ " $VARIANTS " == *-srun\ * ]]; then
+    # shellcheck source=bench/slurm-node.sh
+    . bench/slurm-node.sh
+    SLURM_DIR=$(mktemp -d /tmp/gaspi-init-slurm.XXXXXX)
+    trap 'slurm_node_stop; rm -rf "$SLURM_DIR"' EXIT
+    if slurm_node_start "$SLURM_DIR" "$SLURM_CPUS"; then
+        # -O: more tasks than the node's CPUs; --mpi=pmix: Slurm's PMIx
+        # server in the step's slurmstepd.
+        SRUN=("${SLURM_NODE_RUN[@]}" srun -O --mpi=pmix --kill-on-bad-exit=1)
+    else
+        echo "init-scale.sh: no Slurm node (above): srun variants skipped" >&2
+    fi
+    # MPI_OPTS as Open MPI's environment variables, for srun.
+    MPI_ENV=()
+    set -- $MPI_OPTS
+    while [ $# -ge 3 ] && [ "$1" = --mca ]; do
+        MPI_ENV+=("OMPI_MCA_$2=$3")
+        shift 3
+    done
+    [ $# = 0 ] || { echo "init-scale.sh: MPI_OPTS must be --mca NAME VALUE pairs for srun: $*" >&2; exit 2; }
+fi
 run() { # variant n round command...
     local variant=$1 n=$2 round=$3
     shift 3
-    local t0 t1 line
+    local t0 t1 line load
+    load=$(cut -d' ' -f1 /proc/loadavg)
     t0=$(date +%s.%N)
-    if line=$(timeout "$JOB_TIMEOUT" "$@" 2>"$OUT/$variant-$n-$round.err" | grep '^{' | tail -1); then :; fi
+    if line=$(timeout -k 30 "$JOB_TIMEOUT" "$@" 2>"$OUT/$variant-$n-$round.err" | grep '^{' | tail -1); then :; fi
     t1=$(date +%s.%N)
     if [ -z "$line" ]; then
         line="{\"bench\":\"init\",\"ranks\":$n,\"note\":\"failed or timed out; see $OUT/$variant-$n-$round.err\"}"
     fi
-    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(variant=sys.argv[2], round=int(sys.argv[3]), wall_s=round(float(sys.argv[5])-float(sys.argv[4]),3)); print(json.dumps(r))' \
-        "$line" "$variant" "$round" "$t0" "$t1" | tee -a "$RESULTS"
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r.update(variant=sys.argv[2], round=int(sys.argv[3]), wall_s=round(float(sys.argv[5])-float(sys.argv[4]),3), load=float(sys.argv[6])); print(json.dumps(r))' \
+        "$line" "$variant" "$round" "$t0" "$t1" "$load" | tee -a "$RESULTS"
 }
 for n in "${SIZES[@]}"; do
     for round in $(seq 1 "$ROUNDS"); do
@@ -93,9 +129,21 @@ for n in "${SIZES[@]}"; do
                 run pmix-mpirun "$n" "$round" "${MPIRUN[@]}" -x GASPI_BOOTSTRAP=pmix -np "$n" $B/gaspi-bench --json init
                 ;;
             mpi)
-                [ $HAVE_MPI = 1 ] || continue
+                [ $HAVE_MPI = 1 ] && [ "$round" -le "$MPI_ROUNDS" ] || continue
                 # shellcheck disable=SC2086 # MPI_OPTS is a list of options
                 run mpi "$n" "$round" "${MPIRUN[@]}" $MPI_OPTS -np "$n" "$OUT/mpi_init"
+                ;;
+            pmix-srun | tree-srun)
+                [ ${#SRUN[@]} -gt 0 ] || continue
+                boot=pmix
+                [ $v = pmix-srun ] || boot=own
+                run $v "$n" "$round" "${SRUN[@]}" -n "$n" \
+                    env GASPI_BOOTSTRAP=$boot ${GASPI_INIT_TIMEOUT_MS:+GASPI_INIT_TIMEOUT_MS=$GASPI_INIT_TIMEOUT_MS} \
+                    $B/gaspi-bench --json init
+                ;;
+            mpi-srun)
+                [ $HAVE_MPI = 1 ] && [ ${#SRUN[@]} -gt 0 ] && [ "$round" -le "$MPI_ROUNDS" ] || continue
+                run mpi-srun "$n" "$round" "${SRUN[@]}" -n "$n" env "${MPI_ENV[@]}" "$OUT/mpi_init"
                 ;;
             esac
         done

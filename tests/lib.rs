@@ -321,6 +321,25 @@ pub fn leftover_processes(tag: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// The pid of the process of job `tag` whose environment holds `var`
+/// (`NAME=VALUE`, e.g. `GASPI_RANK=0`), as soon as it exists; `None` if
+/// none appears within `within`.
+pub fn process_with_env(tag: &str, var: &str, within: Duration) -> Option<u32> {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        for (pid, _) in leftover_processes(tag) {
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if env.split(|&b| b == 0).any(|v| v == var.as_bytes()) {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
 /// Waits up to `grace` for every process of job `tag` to be gone; returns
 /// those still there.
 pub fn wait_no_leftovers(tag: &str, grace: Duration) -> Vec<(u32, String)> {

@@ -143,3 +143,66 @@ fn gaspi_bootstrap_own_under_mpirun_uses_our_rendezvous_and_says_why() {
     );
     out.assert_nothing_left(&before);
 }
+
+/// The issue's check that a job whose rank 0 is slow to start still
+/// starts, under the PMIx bootstrap (`startup_scale.rs` has it for our own
+/// rendezvous): 12 ranks under `mpirun`, a start-up tree of fan-out 2 (so
+/// of several levels), rank 0 stopped with SIGSTOP for a second as soon as
+/// its process exists. Every rank must start through PMIx, run its ring
+/// and end. Skipped without Open MPI or without the feature `gaspi/pmix`.
+#[test]
+fn mpirun_pmix_job_whose_rank_0_is_stopped_for_a_second_at_start_still_starts() {
+    let name = "mpirun_pmix_job_whose_rank_0_is_stopped_for_a_second_at_start_still_starts";
+    if !Path::new("/usr/bin/mpirun").exists() {
+        return skip(
+            name,
+            "Open MPI's mpirun is not installed (apt-get install openmpi-bin)",
+        );
+    }
+    if !gaspi_launch::PMIX_BUILT {
+        return skip(
+            name,
+            "this build has no feature gaspi/pmix, so no PMIx bootstrap to stop rank 0 under \
+             (startup_scale.rs covers our own rendezvous)",
+        );
+    }
+    let (says, launcher) = pmix_expectation("open-mpi");
+    let before = shm_files();
+    let n = 12;
+    let tag = gaspi_tests::fresh_tag();
+    let running = Running::spawn(
+        mpirun(
+            n,
+            &[
+                "ring",
+                "--rounds",
+                "3",
+                "--expect-size",
+                &n.to_string(),
+                "--expect-launcher",
+                launcher,
+            ],
+            &[("GASPI_STARTUP_FANOUT", "2"), ("GASPI_BOOTSTRAP", "pmix")],
+        ),
+        &tag,
+    );
+    let Some(pid) =
+        gaspi_tests::process_with_env(&tag, "OMPI_COMM_WORLD_RANK=0", Duration::from_secs(30))
+    else {
+        panic!("rank 0 of the job never appeared");
+    };
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP rank 0");
+    std::thread::sleep(Duration::from_secs(1));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT rank 0");
+    let out = running.finish(Duration::from_secs(120));
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines_with("ok ring of 3 rounds") as usize,
+        n as usize,
+        "{}",
+        out.dump()
+    );
+    out.assert_every_rank_says(n as usize, says);
+    out.assert_nothing_left(&before);
+}

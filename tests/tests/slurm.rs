@@ -26,23 +26,13 @@ impl Drop for Daemons {
     }
 }
 
+/// The one node's configuration, shared with the start-up benchmark
+/// (`bench/slurm-node.sh`): `tests/slurm/slurm.conf.in` with the daemons'
+/// directory and a node of 4 CPUs.
 fn slurm_conf(dir: &Path) -> String {
-    let d = dir.display();
-    format!(
-        "ClusterName=gaspitest\nSlurmctldHost=localhost\n\
-         AuthType=auth/none\nCredType=cred/none\n\
-         SlurmUser=root\nSlurmdUser=root\n\
-         SlurmctldPort=6817\nSlurmdPort=6818\n\
-         StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n\
-         SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n\
-         SlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd.log\n\
-         ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
-         JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
-         SchedulerType=sched/builtin\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
-         MpiDefault=none\nReturnToService=2\nSlurmdParameters=config_overrides\n\
-         NodeName=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n\
-         PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES\n"
-    )
+    include_str!("../slurm/slurm.conf.in")
+        .replace("@DIR@", &dir.display().to_string())
+        .replace("@CPUS@", "4")
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! a tree of several levels, every endpoint but the tree's looked up.
 
 use gaspi_tests::{rank_bin, shm_files, Job, Outcome};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// SIGKILL's exit code as gaspi-run reports it.
 const KILLED: i32 = 128 + 9;
@@ -19,24 +19,6 @@ fn tree_job(ranks: u32) -> Job {
         .env("GASPI_ENDPOINTS_EAGER_MAX", "0")
 }
 
-/// The pid of the job's rank 0, once its process exists (`None` if it does
-/// not appear within `within`).
-fn rank0_pid(tag: &str, within: Duration) -> Option<u32> {
-    let until = Instant::now() + within;
-    while Instant::now() < until {
-        for (pid, _) in gaspi_tests::leftover_processes(tag) {
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            if env.split(|&b| b == 0).any(|v| v == b"GASPI_RANK=0") {
-                return Some(pid);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    None
-}
-
 /// Runs `job` (a ring) with its rank 0 stopped for a second as soon as it
 /// exists; the job must start and end cleanly all the same.
 fn ring_with_rank0_stopped(job: Job, ranks: u32) -> Outcome {
@@ -44,7 +26,8 @@ fn ring_with_rank0_stopped(job: Job, ranks: u32) -> Outcome {
     let job = job.args(&["ring", "--rounds", "3", "--expect-size", &ranks.to_string()]);
     let tag = job.tag.clone();
     let running = job.spawn();
-    let Some(pid) = rank0_pid(&tag, Duration::from_secs(20)) else {
+    let Some(pid) = gaspi_tests::process_with_env(&tag, "GASPI_RANK=0", Duration::from_secs(20))
+    else {
         panic!("rank 0 of the job never appeared");
     };
     let pid = nix::unistd::Pid::from_raw(pid as i32);

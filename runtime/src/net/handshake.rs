@@ -165,12 +165,19 @@ impl Pending {
 /// Puts them in `done` in the order they completed, streams still
 /// non-blocking; on an error (the deadline passed) `done` holds those
 /// accepted so far, for the caller to tell why the start-up ends.
+///
+/// At most `max_pending` handshakes are pending at once (at least
+/// [`MAX_PENDING`]); a connection beyond them evicts the oldest. Rank 0's
+/// rendezvous passes the number of ranks still to come: every rank of a
+/// large job may be at its door at once (1,023 within a second under
+/// `srun`), and evicting ranks the job is waiting for fails them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     listener: &TcpListener,
     key: &[u8],
     purpose: &str,
     want: usize,
+    max_pending: usize,
     deadline: Instant,
     what: &str,
     mut admit: impl FnMut(&T) -> Result<()>,
@@ -179,6 +186,7 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("configuring a listener", e))?;
+    let max_pending = max_pending.max(MAX_PENDING);
     let mut pending: Vec<Pending> = Vec::new();
     // A flood of strangers costs a few lines and a count (decision 0034).
     let mut dropped =
@@ -255,10 +263,10 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
         loop {
             match listener.accept() {
                 Ok((s, _)) => {
-                    if pending.len() >= MAX_PENDING {
+                    if pending.len() >= max_pending {
                         let old = pending.remove(0);
                         dropped.warn(format_args!(
-                            "{what}: {MAX_PENDING} handshakes pending; dropped the oldest, from {}",
+                            "{what}: {max_pending} handshakes pending; dropped the oldest, from {}",
                             old.peer
                         ));
                     }
@@ -280,4 +288,55 @@ pub(crate) fn accept_authenticated<T: DeserializeOwned>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Barrier};
+
+    /// More ranks than [`MAX_PENDING`] at the door at once (as under
+    /// `srun`, which starts every task within a second), none answering
+    /// its challenge until all have connected: with a cap as large as the
+    /// burst, every one is admitted and none is evicted.
+    #[test]
+    fn a_burst_of_more_than_max_pending_is_admitted_whole_under_a_cap_as_large() {
+        let n = MAX_PENDING + 36;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
+        let addr = listener.local_addr().expect("its address");
+        let key = vec![7u8; 32];
+        let connected = Arc::new(Barrier::new(n));
+        let clients: Vec<_> = (0..n as u32)
+            .map(|i| {
+                let (key, connected) = (key.clone(), connected.clone());
+                std::thread::spawn(move || -> Result<()> {
+                    let mut s = TcpStream::connect(addr).map_err(|e| Error::io("connecting", e))?;
+                    connected.wait();
+                    auth::answer(&mut s, &key, "burst", &i)
+                })
+            })
+            .collect();
+        let mut done: Vec<(TcpStream, u32)> = Vec::new();
+        let mut seen = vec![false; n];
+        accept_authenticated(
+            &listener,
+            &key,
+            "burst",
+            n,
+            n,
+            Instant::now() + Duration::from_secs(60),
+            "the burst",
+            |&i: &u32| {
+                assert!(!seen[i as usize], "{i} admitted twice");
+                seen[i as usize] = true;
+                Ok(())
+            },
+            &mut done,
+        )
+        .expect("every client of the burst proves the key");
+        assert_eq!(done.len(), n);
+        for c in clients {
+            c.join().expect("client thread").expect("client answered");
+        }
+    }
 }

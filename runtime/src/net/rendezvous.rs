@@ -407,6 +407,9 @@ pub(crate) fn exchange_endpoints(
             &info.job_key,
             RENDEZVOUS,
             n - 1,
+            // Every other rank may be at the door at once (srun starts
+            // them all within a second; decision 0089).
+            n - 1,
             deadline,
             "the other ranks at the rendezvous",
             |ep: &Endpoint| {
@@ -630,6 +633,7 @@ fn accept_children(
                 &info.job_key,
                 TREE,
                 children.len(),
+                handshake::MAX_PENDING,
                 deadline,
                 "this rank's children in the start-up tree",
                 |ep: &Endpoint| {
