@@ -340,6 +340,20 @@ pub fn process_with_env(tag: &str, var: &str, within: Duration) -> Option<u32> {
     None
 }
 
+/// Stops the process of job `tag` whose environment holds `var` (see
+/// [`process_with_env`]) with SIGSTOP for a second as soon as it exists,
+/// then lets it go on: a rank slow to start. Panics if it never appears
+/// within `within`.
+pub fn stop_for_a_second(tag: &str, var: &str, within: Duration) {
+    let Some(pid) = process_with_env(tag, var, within) else {
+        panic!("the process with {var} never appeared");
+    };
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(1));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+}
+
 /// Waits up to `grace` for every process of job `tag` to be gone; returns
 /// those still there.
 pub fn wait_no_leftovers(tag: &str, grace: Duration) -> Vec<(u32, String)> {

@@ -186,15 +186,7 @@ fn mpirun_pmix_job_whose_rank_0_is_stopped_for_a_second_at_start_still_starts() 
         ),
         &tag,
     );
-    let Some(pid) =
-        gaspi_tests::process_with_env(&tag, "OMPI_COMM_WORLD_RANK=0", Duration::from_secs(30))
-    else {
-        panic!("rank 0 of the job never appeared");
-    };
-    let pid = nix::unistd::Pid::from_raw(pid as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP rank 0");
-    std::thread::sleep(Duration::from_secs(1));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT rank 0");
+    gaspi_tests::stop_for_a_second(&tag, "OMPI_COMM_WORLD_RANK=0", Duration::from_secs(30));
     let out = running.finish(Duration::from_secs(120));
     out.assert_success();
     assert_eq!(

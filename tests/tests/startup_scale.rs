@@ -26,14 +26,7 @@ fn ring_with_rank0_stopped(job: Job, ranks: u32) -> Outcome {
     let job = job.args(&["ring", "--rounds", "3", "--expect-size", &ranks.to_string()]);
     let tag = job.tag.clone();
     let running = job.spawn();
-    let Some(pid) = gaspi_tests::process_with_env(&tag, "GASPI_RANK=0", Duration::from_secs(20))
-    else {
-        panic!("rank 0 of the job never appeared");
-    };
-    let pid = nix::unistd::Pid::from_raw(pid as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP rank 0");
-    std::thread::sleep(Duration::from_secs(1));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT rank 0");
+    gaspi_tests::stop_for_a_second(&tag, "GASPI_RANK=0", Duration::from_secs(20));
     let out = running.finish(Duration::from_secs(60));
     out.assert_success();
     assert_eq!(
