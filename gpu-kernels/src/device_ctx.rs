@@ -1,7 +1,7 @@
 //! The context a kernel receives: what the device-side GASPI calls need to
 //! know, as plain `#[repr(C)]` data passed to the kernel by value.
 //!
-//! The kernel argument (1,200 bytes) points to the per-segment tables in
+//! The kernel argument (1,216 bytes) points to the per-segment tables in
 //! device memory, filled by the runtime when it builds the context, and
 //! carries copies of the first few entries inline ([`INLINE_SEGMENTS`] of
 //! [`INLINE_RANKS`] ranks): a kernel that declares it `__grid_constant__`

@@ -65,7 +65,7 @@ extern "C"
 
   /* gaspi-rs extension: writes the kernel argument of the device API
      (struct gaspi_device_ctx of gpu-kernels/cuda/gaspi_device.cuh,
-     1200 bytes; declare it const __grid_constant__ in the kernel's
+     1216 bytes; declare it const __grid_constant__ in the kernel's
      parameters) for CUDA device `device` into arg, which holds arg_size
      bytes. Call it after creating the segments the kernels use; the
      context stays valid until gaspi_proc_term. GASPI_ERR_INV_SIZE when

@@ -160,7 +160,7 @@ mod tests {
     }
 
     #[test]
-    fn the_kernel_argument_is_1200_bytes_as_in_gaspi_device_cuh() {
-        assert_eq!(DEVICE_CTX_SIZE, 1200);
+    fn the_kernel_argument_is_1216_bytes_as_in_gaspi_device_cuh() {
+        assert_eq!(DEVICE_CTX_SIZE, 1216);
     }
 }
