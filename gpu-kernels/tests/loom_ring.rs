@@ -73,6 +73,19 @@ impl Ring {
     /// A GPU thread posting one request whose data is in `sources[me]`:
     /// returns its ticket.
     fn post(&self, me: usize, data: u64) -> u64 {
+        self.post_as(me, data, false)
+    }
+
+    /// An inline post (`gaspi_ring_post_inline_thread`): the data from
+    /// `sources[me]` goes into the slot's payload before `seq`; returns
+    /// the ticket. The source may be reused when it returns.
+    fn post_inline(&self, me: usize, data: u64) -> u64 {
+        self.post_as(me, data, true)
+    }
+
+    /// The producer's protocol for one request, its data in the slot's
+    /// payload when `inline`.
+    fn post_as(&self, me: usize, data: u64, inline: bool) -> u64 {
         self.sources[me].with_mut(|p| unsafe { *p = data });
         let ticket = self.head.fetch_add(1, Ordering::Relaxed);
         while ticket - self.tail.load(Ordering::Acquire) >= CAPACITY {
@@ -80,26 +93,13 @@ impl Ring {
         }
         let slot = &self.slots[(ticket % CAPACITY) as usize];
         // The fields name the source buffer and carry the ticket.
-        slot.fields
-            .with_mut(|p| unsafe { *p = (me as u64) << 32 | ticket });
-        slot.seq.store(ticket + 1, Ordering::Release);
-        ticket
-    }
-
-    /// An inline post (`gaspi_ring_post_inline_thread`): the data from
-    /// `sources[me]` goes into the slot's payload before `seq`; returns
-    /// the ticket. The source may be reused when it returns.
-    fn post_inline(&self, me: usize, data: u64) -> u64 {
-        self.sources[me].with_mut(|p| unsafe { *p = data });
-        let ticket = self.head.fetch_add(1, Ordering::Relaxed);
-        while ticket - self.tail.load(Ordering::Acquire) >= CAPACITY {
-            loom::thread::yield_now();
+        let mut fields = (me as u64) << 32 | ticket;
+        if inline {
+            let bytes = self.sources[me].with(|p| unsafe { *p });
+            slot.payload.with_mut(|p| unsafe { *p = bytes });
+            fields |= INLINE;
         }
-        let slot = &self.slots[(ticket % CAPACITY) as usize];
-        let bytes = self.sources[me].with(|p| unsafe { *p });
-        slot.payload.with_mut(|p| unsafe { *p = bytes });
-        slot.fields
-            .with_mut(|p| unsafe { *p = INLINE | (me as u64) << 32 | ticket });
+        slot.fields.with_mut(|p| unsafe { *p = fields });
         slot.seq.store(ticket + 1, Ordering::Release);
         ticket
     }
